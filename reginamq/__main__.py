@@ -1,0 +1,3 @@
+from reginamq.cli import main
+
+main()

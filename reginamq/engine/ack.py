@@ -1,0 +1,86 @@
+"""Acknowledgements, lease renewal: parse, normalise statuses, one rq_ack call per request."""
+
+from __future__ import annotations
+
+import msgspec
+
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_id, check_uuid, group_or_queue_mode
+
+ACK_SQL = "SELECT item, success, error, lease_released, dlq, noop FROM rq_ack($1, $2, $3, $4, $5, $6)"
+EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
+MAX_ACKS_PER_REQUEST = 10_000
+MAX_ERROR_LENGTH = 8192
+COMPLETED = frozenset({"completed", "success", "acked", "ok"})
+
+
+class Ack(msgspec.Struct):
+    transactionId: str
+    partitionId: str
+    consumerGroup: str | None = None
+    leaseId: str | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+class AckBatch(msgspec.Struct):
+    acknowledgments: list[Ack]
+    consumerGroup: str | None = None
+
+
+class PreparedAcks(msgspec.Struct):
+    groups: list[str]
+    partitions: list[str]
+    txids: list[str]
+    leases: list[str | None]
+    statuses: list[str]
+    errors: list[str | None]
+
+
+def normalise_status(status: str | None) -> str:
+    """Case-sensitive, as Queen: the completed synonyms, retry, dlq; anything else is a failure."""
+    if status is None or status in COMPLETED:
+        return "completed"
+    if status in ("retry", "dlq"):
+        return status
+    return "failed"
+
+
+def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
+    if len(acks) > MAX_ACKS_PER_REQUEST:
+        raise BadRequest(f"at most {MAX_ACKS_PER_REQUEST} acknowledgments per request", status=413)
+    prepared = PreparedAcks([], [], [], [], [], [])
+    for position, ack in enumerate(acks):
+        where = f"acknowledgments[{position}]"
+        prepared.groups.append(group_or_queue_mode(ack.consumerGroup or default_group))
+        prepared.partitions.append(check_uuid(f"{where}.partitionId", ack.partitionId))
+        prepared.txids.append(check_id(f"{where}.transactionId", ack.transactionId))
+        prepared.leases.append(None if not ack.leaseId else check_uuid(f"{where}.leaseId", ack.leaseId))
+        prepared.statuses.append(normalise_status(ack.status))
+        if ack.error is not None and len(ack.error) > MAX_ERROR_LENGTH:
+            raise BadRequest(f"{where}.error is longer than {MAX_ERROR_LENGTH} characters")
+        prepared.errors.append(ack.error)
+    return prepared
+
+
+async def write(conn, prepared: PreparedAcks) -> list[dict]:
+    if not prepared.txids:
+        return []
+    rows = await conn.fetch(ACK_SQL, prepared.groups, prepared.partitions, prepared.txids,
+                            prepared.leases, prepared.statuses, prepared.errors)
+    return [
+        {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
+         "leaseReleased": row[3], "dlq": row[4], "noop": row[5]}
+        for row in rows
+    ]
+
+
+async def extend(conn, lease_id: str, seconds: int) -> dict:
+    row = await conn.fetchrow(EXTEND_SQL, lease_id, seconds)
+    renewed, expires_at = row[0], row[1]
+    if not renewed:
+        return {"leaseId": lease_id, "success": False, "renewed": 0,
+                "error": "invalid or expired lease"}
+    stamp = expires_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"leaseId": lease_id, "success": True, "renewed": renewed, "newExpiresAt": stamp,
+            "expiresAt": stamp, "lease_expires_at": stamp}

@@ -1,0 +1,49 @@
+"""Limits on the names and identifiers clients choose (documented in docs/protocol.md)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from reginamq.engine.errors import BadRequest
+
+MAX_NAME_LENGTH = 255
+MAX_ID_LENGTH = 255
+QUEUE_MODE = "__QUEUE_MODE__"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_name(kind: str, value: object) -> str:
+    """Queue, partition, group, namespace and task names: 1-255 characters, no control characters."""
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{kind} must be a non-empty string")
+    if len(value) > MAX_NAME_LENGTH:
+        raise BadRequest(f"{kind} is longer than {MAX_NAME_LENGTH} characters")
+    if _CONTROL.search(value):
+        raise BadRequest(f"{kind} must not contain control characters")
+    return value
+
+
+def check_id(kind: str, value: object) -> str:
+    """transactionId and traceId: 1-255 characters, no control characters."""
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{kind} must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise BadRequest(f"{kind} is longer than {MAX_ID_LENGTH} characters")
+    if _CONTROL.search(value):
+        raise BadRequest(f"{kind} must not contain control characters")
+    return value
+
+
+def check_uuid(kind: str, value: object) -> str:
+    """Ids the broker minted (partitionId, leaseId) are UUIDs; anything else cannot be ours."""
+    if not isinstance(value, str):
+        raise BadRequest(f"{kind} must be a UUID string")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise BadRequest(f"{kind} must be a UUID, got {value[:64]!r}") from None
+
+
+def group_or_queue_mode(value: str | None) -> str:
+    return QUEUE_MODE if value in (None, "") else check_name("consumerGroup", value)

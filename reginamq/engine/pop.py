@@ -1,0 +1,101 @@
+"""Pop: claim partitions for a consumer group, lease their next messages, render the answer.
+
+The answer is a join of the fragments stored at push time and one per-segment suffix with the
+per-delivery fields, so a pop never decodes or re-encodes a payload. A long poll parks in
+:class:`~reginamq.engine.waiters.Waiters` between attempts and holds no connection meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from datetime import datetime
+
+import orjson
+
+from reginamq.engine.waiters import Waiters
+
+POP_SQL = (
+    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads "
+    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+)
+FIRST_RECHECK = 0.1
+LAST_RECHECK = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PopRequest:
+    queue: str | None
+    partition: str | None
+    namespace: str | None
+    task: str | None
+    group: str
+    batch: int
+    partitions: int
+    auto_ack: bool
+    wait: bool
+    timeout_ms: int
+    lease_seconds: int
+    subscription_mode: str
+    subscription_from: datetime | None
+
+
+async def pop(pool, waiters: Waiters, request: PopRequest, run) -> bytes | None:
+    """Deliver messages or, once the wait is over, ``None`` (an empty pop).
+
+    ``run(coro_factory)`` executes a database call with the broker's retry and error mapping.
+    """
+    deadline = time.monotonic() + request.timeout_ms / 1000
+    recheck = FIRST_RECHECK
+    while True:
+        parked = waiters.park(request.queue) if request.wait else None
+        try:
+            lease_id = str(uuid.uuid4())
+            rows = await run(lambda conn, lease_id=lease_id: conn.fetch(POP_SQL, *_arguments(request, lease_id)))
+            if rows:
+                return render(rows, request.group, "" if request.auto_ack else lease_id)
+            remaining = deadline - time.monotonic()
+            if parked is None or remaining <= 0 or waiters.closing:
+                return None
+            try:
+                await asyncio.wait_for(asyncio.shield(parked), min(recheck, remaining))
+            except TimeoutError:
+                recheck = min(recheck * 2, LAST_RECHECK)
+            if waiters.closing:
+                return None
+        finally:
+            if parked is not None:
+                waiters.unpark(request.queue, parked)
+
+
+def _arguments(request: PopRequest, lease_id: str) -> tuple:
+    return (request.queue, request.partition, request.namespace, request.task, request.group,
+            request.batch, request.partitions, request.auto_ack, request.lease_seconds, lease_id,
+            request.subscription_mode, request.subscription_from)
+
+
+def iso_millis(moment: datetime) -> bytes:
+    return (moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z").encode()
+
+
+def render(rows, group: str, lease_id: str) -> bytes:
+    first = rows[0]
+    group_json = orjson.dumps(group)
+    lease_json = orjson.dumps(lease_id)
+    messages: list[bytes] = []
+    claimed: set[str] = set()
+    for row in rows:
+        partition_id = row[1]
+        claimed.add(partition_id)
+        suffix = (b',"createdAt":"' + iso_millis(row[3]) + b'","partitionId":"' + partition_id.encode()
+                  + b'","partition":' + orjson.dumps(row[2]) + b',"leaseId":' + lease_json
+                  + b',"consumerGroup":' + group_json + b',"deliveryAttempt":' + str(row[4]).encode()
+                  + b"}")
+        messages.extend(b"{" + fragment + suffix for fragment in row[5])
+    head = orjson.dumps({
+        "success": True, "queue": first[0], "partition": first[2], "partitionId": first[1],
+        "leaseId": lease_id, "consumerGroup": group, "partitionsClaimed": len(claimed),
+    })
+    return head[:-1] + b',"messages":[' + b",".join(messages) + b"]}"

@@ -1,0 +1,100 @@
+"""Push: turn items into pre-rendered message fragments and write them in one call.
+
+Each message is rendered once, here, into the bytes every later pop sends for it (id,
+transactionId, traceId, data, producerSub); a pop only appends the few per-delivery fields.
+The payload is never decoded: msgspec hands us its raw JSON bytes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import orjson
+import uuid_utils
+
+from reginamq.engine import options as queue_options
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_id, check_name
+
+MAX_ITEMS_PER_PUSH = 10_000
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
+PUSH_SQL = "SELECT item, outcome, message_id FROM rq_push($1, $2, $3, $4, $5, $6::jsonb)"
+
+
+class PushItem(msgspec.Struct, forbid_unknown_fields=False):
+    queue: str
+    payload: msgspec.Raw
+    partition: str = "Default"
+    transactionId: str | None = None
+    traceId: str | None = None
+
+
+class PushBody(msgspec.Struct):
+    items: list[PushItem]
+
+
+class PreparedPush(msgspec.Struct):
+    """Columns for rq_push, plus what the answer needs for items the database never sees."""
+
+    queues: list[str]
+    partitions: list[str]
+    txids: list[str]
+    message_ids: list[str]
+    fragments: list[bytes]
+    # per request item: (index into the columns above, transactionId, queue)
+    slots: list[tuple[int, str, str]]
+
+
+def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedPush:
+    """Validate, mint ids, render fragments; the first of in-request duplicates wins."""
+    if len(items) > MAX_ITEMS_PER_PUSH:
+        raise BadRequest(f"a push carries at most {MAX_ITEMS_PER_PUSH} items", status=413)
+    sub = orjson.dumps(producer_sub)
+    prepared = PreparedPush([], [], [], [], [], [])
+    seen: dict[tuple[str, str, str], int] = {}
+    for position, item in enumerate(items):
+        queue = check_name(f"items[{position}].queue", item.queue)
+        partition = check_name(f"items[{position}].partition", item.partition)
+        raw = bytes(item.payload)
+        if len(raw) > MAX_PAYLOAD_BYTES:
+            raise BadRequest(f"items[{position}].payload is larger than {MAX_PAYLOAD_BYTES} bytes", status=413)
+        message_id = str(uuid_utils.uuid7())
+        txid = message_id if item.transactionId is None else check_id(
+            f"items[{position}].transactionId", item.transactionId)
+        trace = b"null" if item.traceId is None else orjson.dumps(check_id(
+            f"items[{position}].traceId", item.traceId))
+        key = (queue, partition, txid)
+        first = seen.get(key)
+        if first is not None:
+            prepared.slots.append((first, txid, queue))
+            continue
+        seen[key] = len(prepared.queues)
+        prepared.slots.append((len(prepared.queues), txid, queue))
+        prepared.queues.append(queue)
+        prepared.partitions.append(partition)
+        prepared.txids.append(txid)
+        prepared.message_ids.append(message_id)
+        prepared.fragments.append(
+            b'"id":"' + message_id.encode() + b'","transactionId":' + orjson.dumps(txid)
+            + b',"traceId":' + trace + b',"data":' + raw + b',"producerSub":' + sub
+        )
+    return prepared
+
+
+async def write(conn, prepared: PreparedPush) -> list[dict]:
+    """Run rq_push on ``conn`` (inside the caller's transaction, if any) and build the answer."""
+    outcomes: list[tuple[str, str]] = []
+    if prepared.queues:
+        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS)
+        outcomes = [(row["outcome"], str(row["message_id"])) for row in rows]
+    answer = []
+    seen: set[int] = set()
+    for index, (slot, txid, queue) in enumerate(prepared.slots):
+        status, message_id = outcomes[slot]
+        if slot in seen:
+            status = "duplicate"
+        seen.add(slot)
+        answer.append({"index": index, "message_id": message_id, "transaction_id": txid,
+                       "queueName": queue, "status": status})
+    return answer

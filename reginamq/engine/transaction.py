@@ -1,0 +1,108 @@
+"""Transactions: acks and pushes that commit together or not at all.
+
+Every operation is validated before the database is touched; then the acks and the pushes run
+inside one database transaction, each kind as one call. A refused ack, a lease that is no
+longer live or a duplicate push rolls the whole bundle back and is reported with a reason.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+
+from reginamq.engine import ack as acks
+from reginamq.engine import push as pushes
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_uuid
+
+LIVE_LEASES_SQL = (
+    "SELECT count(DISTINCT lease_id) FROM rq_consumers "
+    "WHERE lease_id = ANY($1::uuid[]) AND span_end IS NOT NULL AND lease_expires_at > now()"
+)
+MAX_OPERATIONS = 10_000
+
+
+class Operation(msgspec.Struct):
+    type: str
+    # ack
+    transactionId: str | None = None
+    partitionId: str | None = None
+    consumerGroup: str | None = None
+    leaseId: str | None = None
+    status: str | None = None
+    error: str | None = None
+    # push
+    items: list[pushes.PushItem] | None = None
+
+
+class TransactionBody(msgspec.Struct):
+    operations: list[Operation]
+    requiredLeases: list[str] | None = None
+
+
+class Rollback(Exception):
+    def __init__(self, reason: str, error: str):
+        super().__init__(error)
+        self.reason = reason
+        self.error = error
+
+
+def prepare(body: TransactionBody, producer_sub: str | None = None):
+    if not body.operations:
+        raise BadRequest("a transaction needs at least one operation")
+    if len(body.operations) > MAX_OPERATIONS:
+        raise BadRequest(f"a transaction carries at most {MAX_OPERATIONS} operations", status=413)
+    ack_list: list[acks.Ack] = []
+    items: list[pushes.PushItem] = []
+    layout: list[tuple[str, int, int]] = []  # (type, first index, count) per operation
+    for position, op in enumerate(body.operations):
+        if op.type == "ack":
+            if op.transactionId is None or op.partitionId is None:
+                raise BadRequest(f"operations[{position}]: an ack needs transactionId and partitionId")
+            layout.append(("ack", len(ack_list), 1))
+            ack_list.append(acks.Ack(op.transactionId, op.partitionId, op.consumerGroup, op.leaseId,
+                                     op.status, op.error))
+        elif op.type == "push":
+            if not op.items:
+                raise BadRequest(f"operations[{position}]: a push needs a non-empty items list")
+            layout.append(("push", len(items), len(op.items)))
+            items.extend(op.items)
+        else:
+            raise BadRequest(f"operations[{position}]: unknown operation type {op.type!r} "
+                             "(supported: ack, push)")
+    leases = sorted({check_uuid("requiredLeases[]", lease) for lease in body.requiredLeases or []})
+    return acks.prepare(ack_list), pushes.prepare(items, producer_sub), layout, leases
+
+
+async def execute(conn, prepared) -> dict:
+    ack_batch, push_batch, layout, leases = prepared
+    transaction_id = str(uuid.uuid4())
+    try:
+        async with conn.transaction():
+            if leases:
+                live = await conn.fetchval(LIVE_LEASES_SQL, leases)
+                if live != len(leases):
+                    raise Rollback("lease_expired", "a required lease is invalid or expired")
+            ack_results = await acks.write(conn, ack_batch)
+            refused = next((r for r in ack_results if not r["success"]), None)
+            if refused is not None:
+                raise Rollback("ack_rejected", refused["error"] or "acknowledgment rejected")
+            push_results = await pushes.write(conn, push_batch)
+            duplicate = next((r for r in push_results if r["status"] == "duplicate"), None)
+            if duplicate is not None:
+                raise Rollback("duplicate", f"transactionId {duplicate['transaction_id']} was already "
+                                            "pushed to this partition")
+    except Rollback as rollback:
+        return {"transactionId": transaction_id, "success": False, "reason": rollback.reason,
+                "error": rollback.error, "results": []}
+    results = []
+    for index, (kind, first, count) in enumerate(layout):
+        if kind == "ack":
+            outcome = ack_results[first]
+            results.append({"index": index, "type": "ack", "success": True,
+                            "leaseReleased": outcome["leaseReleased"], "dlq": outcome["dlq"]})
+        else:
+            results.append({"index": index, "type": "push", "success": True,
+                            "items": push_results[first:first + count]})
+    return {"transactionId": transaction_id, "success": True, "results": results}

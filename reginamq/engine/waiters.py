@@ -1,0 +1,107 @@
+"""Long-poll wake-ups: parked pops wait here, holding no database connection.
+
+A push's transaction ends with ``pg_notify('rq_push', queue)``; every broker process LISTENs
+on one connection and wakes the pops parked on that queue, so a push on any worker process or
+node wakes a waiter at once. Notifications are hints only: a waiter that misses one still
+re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg
+
+log = logging.getLogger("reginamq.waiters")
+CHANNEL = "rq_push"
+ANY_QUEUE = "*"
+
+
+class Waiters:
+    def __init__(self) -> None:
+        self._parked: dict[str, set[asyncio.Future]] = {}
+        self._listener: asyncpg.Connection | None = None
+        self._task: asyncio.Task | None = None
+        self._closing = False
+
+    def park(self, queue: str | None) -> asyncio.Future:
+        """Register interest before looking, so a push between the look and the wait is not missed."""
+        future = asyncio.get_running_loop().create_future()
+        if self._closing:
+            future.set_result(False)
+            return future
+        self._parked.setdefault(queue or ANY_QUEUE, set()).add(future)
+        return future
+
+    def unpark(self, queue: str | None, future: asyncio.Future) -> None:
+        key = queue or ANY_QUEUE
+        waiting = self._parked.get(key)
+        if waiting is not None:
+            waiting.discard(future)
+            if not waiting:
+                del self._parked[key]
+        if not future.done():
+            future.cancel()
+
+    def wake(self, queue: str) -> None:
+        for key in (queue, ANY_QUEUE):
+            for future in self._parked.pop(key, ()):
+                if not future.done():
+                    future.set_result(True)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Shutting down: every parked pop answers now (empty) instead of waiting its timeout."""
+        self._closing = True
+        for waiting in self._parked.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_result(False)
+        self._parked.clear()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def listen(self, dsn: str) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._listen_forever(dsn))
+
+    async def stop(self) -> None:
+        self.close()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._listener is not None and not self._listener.is_closed():
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+
+    async def _listen_forever(self, dsn: str) -> None:
+        delay = 0.2
+        while not self._closing:
+            try:
+                self._listener = await asyncpg.connect(dsn)
+                lost = asyncio.get_running_loop().create_future()
+                self._listener.add_termination_listener(lambda _conn: lost.done() or lost.set_result(None))
+                await self._listener.add_listener(CHANNEL, self._on_notify)
+                delay = 0.2
+                # A reconnect may have missed hints: wake everyone to re-check.
+                self._wake_all()
+                await lost
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the database may be down: keep trying
+                log.debug("listener connection failed: %s", error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _on_notify(self, _conn, _pid, _channel, queue: str) -> None:
+        self.wake(queue)
+
+    def _wake_all(self) -> None:
+        for key in list(self._parked):
+            for future in self._parked.pop(key, ()):
+                if not future.done():
+                    future.set_result(True)

@@ -1,0 +1,1 @@
+"""The HTTP face of the broker: a plain ASGI application speaking Queen's protocol."""

@@ -1,0 +1,93 @@
+"""The message plane: push, pop, ack, lease renewal, transactions."""
+
+from __future__ import annotations
+
+from reginamq.engine import ack as acks
+from reginamq.engine import pop as pops
+from reginamq.engine import push as pushes
+from reginamq.engine import transaction as transactions
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode
+from reginamq.engine.options import MAX_SECONDS
+from reginamq.http import responses
+from reginamq.http.request import Request, json_object
+from reginamq.runtime import Broker
+
+MAX_BATCH = 10_000
+MAX_PARTITIONS_PER_POP = 1_000
+MAX_TIMEOUT_MS = 3_600_000
+SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
+
+
+async def push(broker: Broker, request: Request) -> responses.Response:
+    body = request.json(pushes.PushBody)
+    prepared = pushes.prepare(body.items)
+    answer = await broker.run(lambda conn: pushes.write(conn, prepared))
+    return responses.json(201, answer)
+
+
+async def pop_queue(broker: Broker, request: Request) -> responses.Response:
+    return await _pop(broker, request, queue=request.path_params["queue"])
+
+
+async def pop_partition(broker: Broker, request: Request) -> responses.Response:
+    return await _pop(broker, request, queue=request.path_params["queue"],
+                      partition=check_name("partition", request.path_params["partition"]))
+
+
+async def pop_discovery(broker: Broker, request: Request) -> responses.Response:
+    namespace, task = request.query("namespace") or None, request.query("task") or None
+    if namespace is None and task is None:
+        return responses.json(400, {"success": False, "error": "namespace or task is required",
+                                    "messages": []})
+    return await _pop(broker, request, namespace=check_name("namespace", namespace) if namespace else None,
+                      task=check_name("task", task) if task else None)
+
+
+async def _pop(broker: Broker, request: Request, *, queue: str | None = None, partition: str | None = None,
+               namespace: str | None = None, task: str | None = None) -> responses.Response:
+    mode = request.query("subscriptionMode") or broker.settings.default_subscription_mode
+    if mode not in SUBSCRIPTION_MODES:
+        raise BadRequest("subscriptionMode must be one of: all, new, new-only")
+    pop_request = pops.PopRequest(
+        queue=None if queue is None else check_name("queue", queue),
+        partition=partition,
+        namespace=namespace,
+        task=task,
+        group=group_or_queue_mode(request.query("consumerGroup")),
+        batch=request.query_int("batch", 200, 1, MAX_BATCH),
+        partitions=request.query_int("partitions", 1, 1, MAX_PARTITIONS_PER_POP),
+        auto_ack=request.query_bool("autoAck", False),
+        wait=request.query_bool("wait", False),
+        timeout_ms=request.query_int("timeout", 30_000, 0, MAX_TIMEOUT_MS),
+        lease_seconds=request.query_int("leaseSeconds", 0, 0, MAX_SECONDS),
+        subscription_mode=SUBSCRIPTION_MODES[mode],
+        subscription_from=request.query_timestamp("subscriptionFrom"),
+    )
+    body = await pops.pop(broker.pool, broker.waiters, pop_request, broker.run)
+    return responses.NO_CONTENT if body is None else (200, body)
+
+
+async def ack(broker: Broker, request: Request) -> responses.Response:
+    one = request.json(acks.Ack)
+    prepared = acks.prepare([one])
+    return responses.json(200, await broker.run(lambda conn: acks.write(conn, prepared)))
+
+
+async def ack_batch(broker: Broker, request: Request) -> responses.Response:
+    body = request.json(acks.AckBatch)
+    prepared = acks.prepare(body.acknowledgments, body.consumerGroup)
+    return responses.json(200, await broker.run(lambda conn: acks.write(conn, prepared)))
+
+
+async def extend_lease(broker: Broker, request: Request) -> responses.Response:
+    lease_id = check_uuid("leaseId", request.path_params["leaseId"])
+    seconds = json_object(request).get("seconds", 60)
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= MAX_SECONDS:
+        raise BadRequest(f"seconds must be an integer between 1 and {MAX_SECONDS}")
+    return responses.json(200, await broker.run(lambda conn: acks.extend(conn, lease_id, seconds)))
+
+
+async def transaction(broker: Broker, request: Request) -> responses.Response:
+    prepared = transactions.prepare(request.json(transactions.TransactionBody))
+    return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared)))

@@ -1,0 +1,18 @@
+"""Queue administration: configure and delete."""
+
+from __future__ import annotations
+
+from reginamq.engine import queues
+from reginamq.http import responses
+from reginamq.http.request import Request
+from reginamq.runtime import Broker
+
+
+async def configure(broker: Broker, request: Request) -> responses.Response:
+    body = request.json(queues.ConfigureBody)
+    return responses.json(200, await broker.run(lambda conn: queues.configure(conn, body)))
+
+
+async def delete_queue(broker: Broker, request: Request) -> responses.Response:
+    name = request.path_params["queue"]
+    return responses.json(200, await broker.run(lambda conn: queues.delete(conn, name)))

@@ -1,0 +1,74 @@
+"""The route table: method, path pattern, handler. ``{name}`` segments are path parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
+
+from reginamq.http import messages, queues, status
+from reginamq.http.request import Request
+from reginamq.http.responses import Response
+from reginamq.runtime import Broker
+
+Handler = Callable[[Broker, Request], Awaitable[Response]]
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("POST", "/api/v1/push", messages.push),
+    ("GET", "/api/v1/pop", messages.pop_discovery),
+    ("GET", "/api/v1/pop/queue/{queue}", messages.pop_queue),
+    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", messages.pop_partition),
+    ("POST", "/api/v1/ack", messages.ack),
+    ("POST", "/api/v1/ack/batch", messages.ack_batch),
+    ("POST", "/api/v1/lease/{leaseId}/extend", messages.extend_lease),
+    ("POST", "/api/v1/transaction", messages.transaction),
+    ("POST", "/api/v1/configure", queues.configure),
+    ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue),
+    ("GET", "/health", status.health),
+]
+
+
+class Router:
+    """Matches on the raw path split at '/', so a name may carry an encoded slash (%2F)."""
+
+    def __init__(self, routes: list[tuple[str, str, Handler]]):
+        self._static: dict[str, dict[str, Handler]] = {}
+        self._dynamic: list[tuple[list[str], str, Handler]] = []
+        for method, pattern, handler in routes:
+            if "{" in pattern:
+                self._dynamic.append((pattern.strip("/").split("/"), method, handler))
+            else:
+                self._static.setdefault(pattern, {})[method] = handler
+
+    def match(self, method: str, raw_path: str) -> tuple[Handler | None, dict[str, str], bool]:
+        """Returns (handler, path parameters, whether the path exists for some other method)."""
+        path = raw_path.rstrip("/") or "/"
+        methods = self._static.get(path)
+        if methods is not None:
+            return methods.get(method), {}, True
+        segments = path.strip("/").split("/")
+        path_known = False
+        for pattern, route_method, handler in self._dynamic:
+            params = _bind(pattern, segments)
+            if params is None:
+                continue
+            if route_method == method:
+                return handler, params, True
+            path_known = True
+        return None, {}, path_known
+
+
+def _bind(pattern: list[str], segments: list[str]) -> dict[str, str] | None:
+    if len(pattern) != len(segments):
+        return None
+    params = {}
+    for expected, actual in zip(pattern, segments, strict=True):
+        if expected.startswith("{"):
+            if not actual:
+                return None
+            params[expected[1:-1]] = unquote(actual, errors="strict")
+        elif expected != actual:
+            return None
+    return params
+
+
+ROUTER = Router(ROUTES)

@@ -1,0 +1,81 @@
+"""The per-process broker: its settings, database pool and waiters, and how it talks to the database.
+
+Every database call of a request goes through :meth:`Broker.run`, the one place that decides
+what a database failure means for the client: a deadlock or serialization failure is retried
+(the statement rolled back as a whole, so a retry is safe), a lost or refused connection is a
+503 the client may retry, bad data PostgreSQL still caught is a 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+
+from reginamq.config import Settings
+from reginamq.engine.errors import BadRequest, Unavailable
+from reginamq.engine.waiters import Waiters
+from reginamq.store.database import create_pool
+
+log = logging.getLogger("reginamq.broker")
+
+RETRIES = 3
+_UNAVAILABLE = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.QueryCanceledError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.InsufficientResourcesError,
+)
+_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+
+class Broker:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.waiters = Waiters()
+        self.pool: asyncpg.Pool | None = None
+
+    async def start(self) -> None:
+        dsn = self.settings.database_url
+        if not dsn:
+            raise RuntimeError("no database URL: start through `reginamq serve`")
+        self.pool = await create_pool(dsn, self.settings.pool_size)
+        await self.waiters.listen(dsn)
+
+    async def stop(self) -> None:
+        await self.waiters.stop()
+        if self.pool is not None:
+            await self.pool.close()
+
+    async def run(self, call: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:
+        if self.pool is None:
+            raise Unavailable("the broker is not connected to its database")
+        for attempt in range(RETRIES):
+            try:
+                async with self.pool.acquire(timeout=10) as conn:
+                    return await call(conn)
+            except _RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise Unavailable("the database kept aborting this request; retry") from None
+                await asyncio.sleep(0.01 * (attempt + 1))
+            except _UNAVAILABLE as error:
+                log.warning("database unavailable: %s", error)
+                raise Unavailable("database unavailable") from error
+            except asyncpg.DataError as error:
+                raise BadRequest(f"invalid value: {error}") from error
+        raise AssertionError("unreachable")
+
+    async def healthy(self) -> bool:
+        try:
+            await self.run(lambda conn: conn.fetchval("SELECT 1"))
+            return True
+        except Unavailable:
+            return False

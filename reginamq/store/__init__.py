@@ -1,0 +1,1 @@
+"""PostgreSQL access: the embedded server, the connection pool, the schema and the SQL."""

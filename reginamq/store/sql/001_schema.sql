@@ -1,0 +1,100 @@
+-- reginamq schema: the log engine. One row per queue, per partition, per push group
+-- (segment), per (partition, consumer group) cursor; one row per dead-lettered message.
+-- Everything here is idempotent: it runs at every start, under an advisory lock.
+
+CREATE TABLE IF NOT EXISTS rq_queues (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL UNIQUE,
+    namespace     text,
+    task          text,
+    options       jsonb NOT NULL,
+    lease_time            int  GENERATED ALWAYS AS ((options->>'leaseTime')::int) STORED,
+    retry_limit           int  GENERATED ALWAYS AS ((options->>'retryLimit')::int) STORED,
+    dlq_enabled           bool GENERATED ALWAYS AS ((options->>'deadLetterQueue')::bool
+                                                    OR (options->>'dlqAfterMaxRetries')::bool) STORED,
+    delayed_processing    int  GENERATED ALWAYS AS ((options->>'delayedProcessing')::int) STORED,
+    window_buffer         int  GENERATED ALWAYS AS ((options->>'windowBuffer')::int) STORED,
+    dedup_window_seconds  int  GENERATED ALWAYS AS ((options->>'dedupWindowSeconds')::int) STORED,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS rq_queues_namespace_task ON rq_queues (namespace, task);
+
+-- The partition row is also the per-partition write lock and offset allocator.
+CREATE TABLE IF NOT EXISTS rq_partitions (
+    id             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    queue_id       bigint NOT NULL,
+    name           text NOT NULL,
+    last_offset    bigint NOT NULL DEFAULT -1,
+    log_start      bigint NOT NULL DEFAULT 0,
+    last_write_at  timestamptz,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (queue_id, name)
+) WITH (fillfactor = 70, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+
+-- Messages: one row per push group per partition. payloads[i] is the pre-rendered JSON
+-- fragment of message base_offset + i - 1 (everything a pop sends that never changes).
+CREATE TABLE IF NOT EXISTS rq_segments (
+    partition_id  uuid NOT NULL,
+    base_offset   bigint NOT NULL,
+    end_offset    bigint NOT NULL,
+    created_at    timestamptz NOT NULL,
+    txids         text[] NOT NULL,
+    payloads      bytea[] NOT NULL,
+    PRIMARY KEY (partition_id, base_offset)
+) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
+
+-- The transactionId sidecar for deduplication: written only for queues with a window.
+CREATE TABLE IF NOT EXISTS rq_dedup (
+    partition_id    uuid NOT NULL,
+    transaction_id  text NOT NULL,
+    message_id      uuid NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    PRIMARY KEY (partition_id, transaction_id)
+) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
+CREATE INDEX IF NOT EXISTS rq_dedup_expiry ON rq_dedup USING brin (expires_at);
+
+-- The whole consumption model: a cursor and at most one lease per (partition, group).
+-- committed: every offset <= committed is done. A live lease covers span_start..span_end.
+CREATE TABLE IF NOT EXISTS rq_consumers (
+    partition_id      uuid NOT NULL,
+    consumer_group    text NOT NULL,
+    committed         bigint NOT NULL,
+    span_start        bigint,
+    span_end          bigint,
+    lease_id          uuid,
+    lease_expires_at  timestamptz,
+    acked_count       int NOT NULL DEFAULT 0,
+    stop_at           bigint,
+    retry_count       int NOT NULL DEFAULT 0,
+    retry_charged     bool NOT NULL DEFAULT false,
+    attempts          int NOT NULL DEFAULT 0,
+    last_delivered    bigint NOT NULL DEFAULT -1,
+    PRIMARY KEY (partition_id, consumer_group)
+) WITH (fillfactor = 50, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+CREATE INDEX IF NOT EXISTS rq_consumers_lease ON rq_consumers (lease_id) WHERE lease_id IS NOT NULL;
+
+-- Durable subscription of a named consumer group on a queue: where new cursors start.
+CREATE TABLE IF NOT EXISTS rq_consumer_groups (
+    queue_id           bigint NOT NULL,
+    name               text NOT NULL,
+    subscription_mode  text NOT NULL,
+    subscription_from  timestamptz,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue_id, name)
+);
+
+CREATE TABLE IF NOT EXISTS rq_dlq (
+    id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    queue_id        bigint NOT NULL,
+    partition_id    uuid NOT NULL,
+    consumer_group  text NOT NULL,
+    message_offset  bigint NOT NULL,
+    transaction_id  text NOT NULL,
+    payload         bytea NOT NULL,
+    message_created_at timestamptz NOT NULL,
+    error_message   text,
+    retry_count     int NOT NULL,
+    failed_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS rq_dlq_queue ON rq_dlq (queue_id, failed_at);

@@ -1,0 +1,100 @@
+-- Push: one call per request (or per transaction's push operation).
+-- Items arrive in request order, already free of in-request duplicates. Queues and partitions
+-- a push names are created on first sight; partitions are locked in ascending id order (the
+-- order acks also use), so concurrent pushes never deadlock. Each (partition) group becomes
+-- one segment row. Returns, per item, 'queued' or 'duplicate' and the message id to report.
+CREATE OR REPLACE FUNCTION rq_push(
+    p_queue      text[],
+    p_partition  text[],
+    p_txid       text[],
+    p_msg_id     uuid[],
+    p_payload    bytea[],
+    p_new_queue_options jsonb
+) RETURNS TABLE (item int, outcome text, message_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now     timestamptz;
+    v_pids    uuid[];
+    v_windows int[];
+    v_fresh   bool[];
+BEGIN
+    -- Provision what the push names, only when an existence check misses.
+    INSERT INTO rq_queues (name, namespace, task, options)
+    SELECT n.qname,
+           CASE WHEN position('.' IN n.qname) > 0 THEN split_part(n.qname, '.', 1) END,
+           CASE WHEN position('.' IN n.qname) > 0 THEN nullif(split_part(n.qname, '.', 2), '') END,
+           p_new_queue_options
+    FROM (SELECT DISTINCT u AS qname FROM unnest(p_queue) u) n
+    WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
+    ON CONFLICT (name) DO NOTHING;
+
+    INSERT INTO rq_partitions (queue_id, name)
+    SELECT DISTINCT q.id, t.pname
+    FROM unnest(p_queue, p_partition) AS t(qname, pname)
+    JOIN rq_queues q ON q.name = t.qname
+    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = t.pname)
+    ON CONFLICT (queue_id, name) DO NOTHING;
+
+    -- Resolve each item's partition and dedup window once, in item order.
+    SELECT array_agg(p.id ORDER BY t.ord), array_agg(q.dedup_window_seconds ORDER BY t.ord)
+    INTO v_pids, v_windows
+    FROM unnest(p_queue, p_partition) WITH ORDINALITY AS t(qname, pname, ord)
+    JOIN rq_queues q ON q.name = t.qname
+    JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.pname;
+
+    -- The write lock, in the global order.
+    PERFORM 1 FROM rq_partitions WHERE id = ANY (v_pids) ORDER BY id FOR UPDATE;
+    v_now := clock_timestamp();  -- after the lock: monotone per partition
+
+    -- Deduplication inside each queue's window: a live key stays, an expired key is taken over.
+    IF EXISTS (SELECT 1 FROM unnest(v_windows) w WHERE w > 0) THEN
+        WITH claimed AS (
+            INSERT INTO rq_dedup AS d (partition_id, transaction_id, message_id, expires_at)
+            SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
+            FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
+            WHERE t.win > 0
+            ON CONFLICT (partition_id, transaction_id) DO UPDATE
+                SET message_id = EXCLUDED.message_id, expires_at = EXCLUDED.expires_at
+                WHERE d.expires_at <= v_now
+            RETURNING d.partition_id, d.transaction_id
+        )
+        SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c
+                                               WHERE c.partition_id = t.pid AND c.transaction_id = t.txid)
+                         ORDER BY t.ord)
+        INTO v_fresh
+        FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
+    ELSE
+        v_fresh := array_fill(true, ARRAY[cardinality(p_queue)]);
+    END IF;
+
+    WITH items AS (
+        SELECT t.* FROM unnest(v_pids, p_txid, p_payload, v_fresh) WITH ORDINALITY
+                        AS t(pid, txid, payload, fresh, ord)
+        WHERE t.fresh
+    ), counts AS (
+        SELECT pid, count(*) AS n FROM items GROUP BY pid
+    ), bumped AS (
+        UPDATE rq_partitions p
+        SET last_offset = p.last_offset + c.n, last_write_at = v_now
+        FROM counts c WHERE p.id = c.pid
+        RETURNING p.id, p.last_offset - c.n + 1 AS base_offset, p.last_offset AS end_offset
+    )
+    INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads)
+    SELECT b.id, b.base_offset, b.end_offset, v_now,
+           array_agg(i.txid ORDER BY i.ord), array_agg(i.payload ORDER BY i.ord)
+    FROM bumped b JOIN items i ON i.pid = b.id
+    GROUP BY b.id, b.base_offset, b.end_offset;
+
+    PERFORM pg_notify('rq_push', s.qname)
+    FROM (SELECT DISTINCT t.qname FROM unnest(p_queue, v_fresh) AS t(qname, fresh) WHERE t.fresh) s;
+
+    RETURN QUERY
+    SELECT (t.ord - 1)::int,
+           CASE WHEN t.fresh THEN 'queued' ELSE 'duplicate' END,
+           CASE WHEN t.fresh THEN t.msg_id
+                ELSE (SELECT d.message_id FROM rq_dedup d
+                      WHERE d.partition_id = t.pid AND d.transaction_id = t.txid) END
+    FROM unnest(v_pids, p_txid, p_msg_id, v_fresh) WITH ORDINALITY AS t(pid, txid, msg_id, fresh, ord)
+    ORDER BY t.ord;
+END;
+$$;
