@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 
 import click
@@ -53,28 +52,11 @@ def serve(**flags) -> None:
 
         asyncio.run(apply_schema(database_url))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
-        _serve_http(settings)
+        from reginamq.server import serve as serve_http
+
+        click.echo(f"reginamq {__version__} listening on http://{settings.host}:{settings.port} "
+                   f"({settings.workers} worker{'s' if settings.workers > 1 else ''})", err=True)
+        serve_http(settings)
     finally:
         if embedded is not None:
             embedded.stop()
-
-
-def _serve_http(settings: Settings) -> None:
-    from granian import Granian
-    from granian.constants import Interfaces, Loops
-
-    os.environ.update(settings.to_env())
-    click.echo(f"reginamq {__version__} listening on http://{settings.host}:{settings.port} "
-               f"({settings.workers} worker{'s' if settings.workers > 1 else ''})", err=True)
-    Granian(
-        "reginamq.http.app:create_app",
-        factory=True,
-        address=settings.host,
-        port=settings.port,
-        interface=Interfaces.ASGI,
-        workers=settings.workers,
-        loop=Loops.uvloop,
-        log_access=False,
-        respawn_failed_workers=True,
-        workers_kill_timeout=30,
-    ).serve()

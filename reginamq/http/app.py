@@ -8,6 +8,8 @@ a 2-core machine every layer between the socket and the handler shows up in the 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 import msgspec
@@ -44,6 +46,7 @@ class App:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.broker.start()
+                    _on_drain_signal(self.broker.waiters.close)
                 except Exception as error:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(error)})
@@ -115,6 +118,14 @@ def _header(scope, name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+def _on_drain_signal(callback) -> None:
+    """The server's parent asks a stopping worker to answer its long polls now (see server.py)."""
+    from reginamq.server import DRAIN_SIGNAL
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(DRAIN_SIGNAL, callback)
 
 
 def create_app() -> App:

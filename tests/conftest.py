@@ -1,0 +1,130 @@
+"""Fixtures shared by every test: one real PostgreSQL (the embedded one) and one real broker.
+
+The broker runs as `reginamq serve` in a child process with two worker processes, exactly as
+a user runs it, so every test also exercises cross-process wake-ups. Each test works on its
+own queue names, so tests do not see each other's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reginamq.store.embedded import EmbeddedPostgres
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("broker did not become healthy in time")
+
+
+def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = None,
+                 log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, **(extra_env or {})}
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", str(workers)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, process)
+    return process, url
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def database_url():
+    """A private PostgreSQL for the whole run, or the one in REGINAMQ_TEST_DATABASE_URL."""
+    given = os.environ.get("REGINAMQ_TEST_DATABASE_URL")
+    if given:
+        yield given
+        return
+    folder = Path(tempfile.mkdtemp(prefix="reginamq-test-"))
+    server = EmbeddedPostgres(folder / "pgdata")
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop(mode="immediate")
+
+
+@pytest.fixture(scope="session")
+def broker_url(database_url, tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("broker") / "broker.log"
+    process, url = start_broker(database_url, log_path=log_path)
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text, f"the broker logged an unhandled error:\n{text[-4000:]}"
+
+
+@pytest.fixture
+async def http(broker_url):
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def queue() -> str:
+    """A queue name no other test uses."""
+    return f"q-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def db(database_url):
+    """A direct database connection, for assertions about what is stored."""
+    import asyncpg
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
+    """Poll an async check until it returns a truthy value (for background effects only)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = await check()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(interval)

@@ -1,0 +1,26 @@
+from pathlib import Path
+
+from reginamq.config import DEFAULT_PORT, Settings
+
+
+def test_defaults():
+    settings = Settings.from_env({})
+    assert settings.port == DEFAULT_PORT and settings.workers == 1 and settings.database_url is None
+
+
+def test_flags_beat_reginamq_env_which_beats_queen_env():
+    env = {"REGINAMQ_PORT": "7000", "PG_HOST": "db.internal", "PG_PASSWORD": "s3cr:t"}
+    assert Settings.from_env(env).port == 7000
+    assert Settings.from_env(env, port=7100).port == 7100
+    assert Settings.from_env(env).database_url == "postgresql://postgres:s3cr%3At@db.internal:5432/postgres"
+    env["REGINAMQ_DATABASE_URL"] = "postgresql://x@y/z"
+    assert Settings.from_env(env).database_url == "postgresql://x@y/z"
+
+
+def test_settings_round_trip_through_the_environment():
+    settings = Settings(port=7001, workers=3, data_dir=Path("/tmp/x"), database_url="postgresql://a@b/c")
+    assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_queen_default_subscription_mode_is_honoured():
+    assert Settings.from_env({"DEFAULT_SUBSCRIPTION_MODE": "new"}).default_subscription_mode == "new"
