@@ -15,12 +15,13 @@ async def create_queue(queen: Queen, name: str, **options) -> dict:
 
 async def pop_now(queen: Queen, name: str, *, group: str | None = None, batch: int = 200,
                   partition: str | None = None) -> list[dict]:
-    """One non-waiting pop through the client."""
+    """One non-waiting pop through the client (a named group reads from the beginning)."""
     builder = queen.queue(name)
     if partition is not None:
         builder = builder.partition(partition)
     if group is not None:
-        builder = builder.group(group)
+        # explicit, so these tests do not depend on the broker's default subscription mode
+        builder = builder.group(group).subscription_mode("all")
     return await builder.batch(batch).wait(False).pop()
 
 
