@@ -34,6 +34,8 @@ def main() -> None:
               help="Database connections per worker [default: 10].")
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=None,
               help="Largest accepted request body [default: 8 MiB].")
+@click.option("--default-subscription-mode", type=click.Choice(["all", "new"]), default=None,
+              help="Where a new named consumer group starts reading [default: all].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None)
 def serve(**flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""

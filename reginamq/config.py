@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import quote
 
 import platformdirs
@@ -33,7 +34,7 @@ class Settings:
     log_level: str = "info"
     default_subscription_mode: str = "all"
 
-    _ENV = {
+    _ENV: ClassVar[dict[str, str]] = {
         "host": "REGINAMQ_HOST",
         "port": "REGINAMQ_PORT",
         "data_dir": "REGINAMQ_DATA_DIR",

@@ -1,4 +1,4 @@
-"""Running the ASGI app under granian, with worker processes sharing one port.
+"""Running the app under granian (RSGI, its native interface), worker processes sharing one port.
 
 Granian stops a worker by waiting for its open requests, and a long poll may stay open for
 its whole timeout. So before the workers are asked to stop, each one gets SIGUSR1, on which
@@ -35,7 +35,7 @@ def serve(settings: Settings) -> None:
         factory=True,
         address=settings.host,
         port=settings.port,
-        interface=Interfaces.ASGI,
+        interface=Interfaces.RSGI,
         workers=settings.workers,
         loop=Loops.uvloop,
         log_access=False,

@@ -24,6 +24,14 @@ def check_name(kind: str, value: object) -> str:
     return value
 
 
+def check_queue_name(value: object, kind: str = "queue") -> str:
+    """A queue name also travels in URL paths, where a slash would split it."""
+    name = check_name(kind, value)
+    if "/" in name:
+        raise BadRequest(f"{kind} must not contain '/'")
+    return name
+
+
 def check_id(kind: str, value: object) -> str:
     """transactionId and traceId: 1-255 characters, no control characters."""
     if not isinstance(value, str) or not value:

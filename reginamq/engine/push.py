@@ -13,7 +13,7 @@ import uuid_utils
 
 from reginamq.engine import options as queue_options
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_id, check_name
+from reginamq.engine.names import check_id, check_name, check_queue_name
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
@@ -53,7 +53,7 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
     prepared = PreparedPush([], [], [], [], [], [])
     seen: dict[tuple[str, str, str], int] = {}
     for position, item in enumerate(items):
-        queue = check_name(f"items[{position}].queue", item.queue)
+        queue = check_queue_name(item.queue, f"items[{position}].queue")
         partition = check_name(f"items[{position}].partition", item.partition)
         raw = bytes(item.payload)
         if len(raw) > MAX_PAYLOAD_BYTES:

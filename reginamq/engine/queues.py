@@ -9,7 +9,7 @@ import orjson
 
 from reginamq.engine import options as queue_options
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_name
+from reginamq.engine.names import check_name, check_queue_name
 
 CURRENT_SQL = "SELECT options, namespace, task FROM rq_queues WHERE name = $1 FOR UPDATE"
 UPSERT_SQL = """
@@ -39,7 +39,7 @@ def derived_namespace_task(queue: str) -> tuple[str | None, str | None]:
 
 
 async def configure(conn, body: ConfigureBody) -> dict:
-    queue = check_name("queue", body.queue)
+    queue = check_queue_name(body.queue)
     if body.mode not in ("merge", "replace"):
         raise BadRequest("mode must be 'merge' or 'replace'")
     namespace = None if body.namespace is None else check_name("namespace", body.namespace)
@@ -61,5 +61,5 @@ async def configure(conn, body: ConfigureBody) -> dict:
 
 
 async def delete(conn, queue: str) -> dict:
-    deleted = await conn.fetchval(DELETE_SQL, check_name("queue", queue))
+    deleted = await conn.fetchval(DELETE_SQL, check_queue_name(queue))
     return {"deleted": bool(deleted), "queue": queue}

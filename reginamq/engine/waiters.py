@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 
 import asyncpg
@@ -47,9 +48,7 @@ class Waiters:
 
     def wake(self, queue: str) -> None:
         for key in (queue, ANY_QUEUE):
-            for future in self._parked.pop(key, ()):
-                if not future.done():
-                    future.set_result(True)
+            _resolve(self._parked.pop(key, ()), True)
 
     @property
     def closing(self) -> bool:
@@ -59,9 +58,7 @@ class Waiters:
         """Shutting down: every parked pop answers now (empty) instead of waiting its timeout."""
         self._closing = True
         for waiting in self._parked.values():
-            for future in waiting:
-                if not future.done():
-                    future.set_result(False)
+            _resolve(waiting, False)
         self._parked.clear()
         if self._task is not None:
             self._task.cancel()
@@ -84,7 +81,7 @@ class Waiters:
             try:
                 self._listener = await asyncpg.connect(dsn)
                 lost = asyncio.get_running_loop().create_future()
-                self._listener.add_termination_listener(lambda _conn: lost.done() or lost.set_result(None))
+                self._listener.add_termination_listener(functools.partial(_settle, lost))
                 await self._listener.add_listener(CHANNEL, self._on_notify)
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check.
@@ -102,6 +99,15 @@ class Waiters:
 
     def _wake_all(self) -> None:
         for key in list(self._parked):
-            for future in self._parked.pop(key, ()):
-                if not future.done():
-                    future.set_result(True)
+            _resolve(self._parked.pop(key, ()), True)
+
+
+def _resolve(futures, value: bool) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(value)
+
+
+def _settle(future: asyncio.Future, _conn) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,6 +1,6 @@
-"""The ASGI application: lifespan, body limits, routing and the error contract.
+"""The application: lifespan, body limits, routing and the error contract, for RSGI and ASGI.
 
-A plain ASGI callable rather than a framework: the broker's hot path is HTTP and JSON, and on
+Plain callables rather than a framework: the broker's hot path is HTTP and JSON, and on
 a 2-core machine every layer between the socket and the handler shows up in the numbers
 (see benchmarks/http_servers). The contract kept here: every failure the client caused is a
 4xx with ``{"error": ...}``; a database outage is a 503; unknown paths are 404 no_such_route.
@@ -23,6 +23,7 @@ from reginamq.runtime import Broker
 
 log = logging.getLogger("reginamq.http")
 JSON_HEADERS = [(b"content-type", b"application/json")]
+RSGI_JSON_HEADERS = [("content-type", "application/json")]
 
 
 class BodyTooLarge(Exception):
@@ -46,7 +47,7 @@ class App:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.broker.start()
-                    _on_drain_signal(self.broker.waiters.close)
+                    _on_drain_signal(self.broker.waiters.close, asyncio.get_running_loop())
                 except Exception as error:
                     log.exception("startup failed")
                     await send({"type": "lifespan.startup.failed", "message": str(error)})
@@ -57,8 +58,41 @@ class App:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    # RSGI (granian's native interface, the one the broker is served with: see server.py)
+
+    def __rsgi_init__(self, loop) -> None:
+        loop.run_until_complete(self.broker.start())
+        _on_drain_signal(self.broker.waiters.close, loop)
+
+    def __rsgi_del__(self, loop) -> None:
+        loop.run_until_complete(self.broker.stop())
+
+    async def __rsgi__(self, scope, protocol) -> None:
+        if scope.proto != "http":
+            return
+
+        async def read_body() -> bytes:
+            declared = scope.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > self.settings.max_body_bytes:
+                raise BodyTooLarge
+            body = await protocol()
+            if len(body) > self.settings.max_body_bytes:
+                raise BodyTooLarge
+            return body
+
+        status, body = await self.respond(scope.method, scope.path, scope.query_string.encode(),
+                                          scope.headers.get("content-type"), read_body)
+        if body is None:
+            protocol.response_empty(status, [])
+        else:
+            protocol.response_bytes(status, RSGI_JSON_HEADERS, body)
+
+    # ASGI (any ASGI server can run the app too)
+
     async def _http(self, scope, receive, send) -> None:
-        status, body = await self._respond(scope, receive)
+        status, body = await self.respond(
+            scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
+            lambda: _read_body(receive, self.settings.max_body_bytes))
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -67,23 +101,19 @@ class App:
                     "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    async def _respond(self, scope, receive) -> responses.Response:
-        raw_path = scope.get("raw_path") or scope["path"].encode()
-        try:
-            path = raw_path.decode("utf-8").split("?", 1)[0]
-            handler, params, known = ROUTER.match(scope["method"], path)
-        except UnicodeDecodeError:
-            return responses.error(400, "the path is not valid UTF-8")
+    async def respond(self, method: str, path: str, query_string: bytes,
+                      content_type: str | None, read_body) -> responses.Response:
+        """Route, read the body within its limit, run the handler, keep the error contract."""
+        handler, params, known = ROUTER.match(method, path)
         if handler is None:
             if known:
-                return responses.error(405, f"method {scope['method']} not allowed on {path}")
+                return responses.error(405, f"method {method} not allowed on {path}")
             return responses.error(404, "Not Found", code="no_such_route")
         try:
-            body = await _read_body(receive, self.settings.max_body_bytes)
+            body = await read_body()
         except BodyTooLarge:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
-        request = Request(scope["method"], params, scope.get("query_string", b""),
-                          _header(scope, b"content-type"), body)
+        request = Request(method, params, query_string, content_type, body)
         try:
             return await handler(self.broker, request)
         except BadRequest as error:
@@ -93,7 +123,7 @@ class App:
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return responses.error(400, f"invalid request: {error}")
         except Exception:
-            log.exception("unhandled error on %s %s", scope["method"], path)
+            log.exception("unhandled error on %s %s", method, path)
             return responses.error(500, "internal error")
 
 
@@ -120,12 +150,12 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-def _on_drain_signal(callback) -> None:
+def _on_drain_signal(callback, loop) -> None:
     """The server's parent asks a stopping worker to answer its long polls now (see server.py)."""
     from reginamq.server import DRAIN_SIGNAL
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
-        asyncio.get_running_loop().add_signal_handler(DRAIN_SIGNAL, callback)
+        loop.add_signal_handler(DRAIN_SIGNAL, callback)
 
 
 def create_app() -> App:

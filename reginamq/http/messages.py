@@ -7,7 +7,7 @@ from reginamq.engine import pop as pops
 from reginamq.engine import push as pushes
 from reginamq.engine import transaction as transactions
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode
+from reginamq.engine.names import check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.options import MAX_SECONDS
 from reginamq.http import responses
 from reginamq.http.request import Request, json_object
@@ -50,7 +50,7 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
     if mode not in SUBSCRIPTION_MODES:
         raise BadRequest("subscriptionMode must be one of: all, new, new-only")
     pop_request = pops.PopRequest(
-        queue=None if queue is None else check_name("queue", queue),
+        queue=None if queue is None else check_queue_name(queue),
         partition=partition,
         namespace=namespace,
         task=task,

@@ -12,7 +12,7 @@ import msgspec
 from reginamq.engine.errors import BadRequest
 
 T = TypeVar("T")
-JSON_TYPES = ("application/json", "text/plain")
+JSON_TYPES = ("application/json", "text/plain", "+json")
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
 
@@ -76,8 +76,7 @@ class Request:
             if allow_empty:
                 return None
             raise BadRequest("a JSON body is required")
-        if self.content_type and not self.content_type.split(";")[0].strip().lower().endswith(
-                JSON_TYPES + ("+json",)):
+        if self.content_type and not self.content_type.split(";")[0].strip().lower().endswith(JSON_TYPES):
             raise BadRequest(f"unsupported Content-Type {self.content_type!r}: send application/json",
                              status=415)
         try:

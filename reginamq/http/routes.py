@@ -1,9 +1,12 @@
-"""The route table: method, path pattern, handler. ``{name}`` segments are path parameters."""
+"""The route table: method, path pattern, handler.
+
+``{name}`` is one path segment; ``{name*}`` (last only) takes the rest of the path, slashes
+included, because clients put partition names into URLs unencoded. Paths arrive decoded.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote
 
 from reginamq.http import messages, queues, status
 from reginamq.http.request import Request
@@ -16,7 +19,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/api/v1/push", messages.push),
     ("GET", "/api/v1/pop", messages.pop_discovery),
     ("GET", "/api/v1/pop/queue/{queue}", messages.pop_queue),
-    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", messages.pop_partition),
+    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition*}", messages.pop_partition),
     ("POST", "/api/v1/ack", messages.ack),
     ("POST", "/api/v1/ack/batch", messages.ack_batch),
     ("POST", "/api/v1/lease/{leaseId}/extend", messages.extend_lease),
@@ -28,8 +31,6 @@ ROUTES: list[tuple[str, str, Handler]] = [
 
 
 class Router:
-    """Matches on the raw path split at '/', so a name may carry an encoded slash (%2F)."""
-
     def __init__(self, routes: list[tuple[str, str, Handler]]):
         self._static: dict[str, dict[str, Handler]] = {}
         self._dynamic: list[tuple[list[str], str, Handler]] = []
@@ -58,17 +59,18 @@ class Router:
 
 
 def _bind(pattern: list[str], segments: list[str]) -> dict[str, str] | None:
-    if len(pattern) != len(segments):
+    greedy = pattern[-1].endswith("*}")
+    if len(segments) < len(pattern) if greedy else len(segments) != len(pattern):
         return None
     params = {}
-    for expected, actual in zip(pattern, segments, strict=True):
-        if expected.startswith("{"):
-            if not actual:
-                return None
-            params[expected[1:-1]] = unquote(actual, errors="strict")
-        elif expected != actual:
+    for position, expected in enumerate(pattern):
+        if greedy and position == len(pattern) - 1:
+            params[expected[1:-2]] = "/".join(segments[position:])
+        elif expected.startswith("{"):
+            params[expected[1:-1]] = segments[position]
+        elif expected != segments[position]:
             return None
-    return params
+    return None if "" in params.values() else params
 
 
 ROUTER = Router(ROUTES)

@@ -2,7 +2,7 @@ import pytest
 
 from reginamq.engine.ack import normalise_status
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import QUEUE_MODE, check_name, check_uuid, group_or_queue_mode
+from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.queues import derived_namespace_task
 
 
@@ -27,6 +27,12 @@ def test_bad_names_are_refused(bad):
 @pytest.mark.parametrize("good", ["orders", "a.b.c", "x" * 255, "ünïcødé", "with space", "a/b"])
 def test_good_names_pass_unchanged(good):
     assert check_name("queue", good) == good
+
+
+def test_queue_names_refuse_slashes_partitions_do_not():
+    with pytest.raises(BadRequest):
+        check_queue_name("a/b")
+    assert check_name("partition", "tenant/42") == "tenant/42"
 
 
 def test_missing_group_means_queue_mode():

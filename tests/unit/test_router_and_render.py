@@ -10,9 +10,10 @@ from reginamq.http.routes import ROUTER
 
 
 def test_static_and_dynamic_routes_match():
-    handler, params, _ = ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/c%2F42")
+    handler, params, _ = ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/tenant/42")
     assert handler is not None and handler.__name__ == "pop_partition"
-    assert params == {"queue": "orders", "partition": "c/42"}
+    assert params == {"queue": "orders", "partition": "tenant/42"}
+    assert ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/")[0] is None
     handler, params, _ = ROUTER.match("POST", "/api/v1/push")
     assert handler.__name__ == "push" and params == {}
 
