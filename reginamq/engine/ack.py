@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_id, check_uuid, group_or_queue_mode
+from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode
 
 ACK_SQL = "SELECT item, success, error, lease_released, dlq, noop FROM rq_ack($1, $2, $3, $4, $5, $6)"
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
@@ -54,7 +54,7 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
         where = f"acknowledgments[{position}]"
         prepared.groups.append(group_or_queue_mode(ack.consumerGroup or default_group))
         prepared.partitions.append(check_uuid(f"{where}.partitionId", ack.partitionId))
-        prepared.txids.append(check_id(f"{where}.transactionId", ack.transactionId))
+        prepared.txids.append(check_name(f"{where}.transactionId", ack.transactionId))
         prepared.leases.append(None if not ack.leaseId else check_uuid(f"{where}.leaseId", ack.leaseId))
         prepared.statuses.append(normalise_status(ack.status))
         if ack.error is not None and len(ack.error) > MAX_ERROR_LENGTH:

@@ -8,13 +8,12 @@ import uuid
 from reginamq.engine.errors import BadRequest
 
 MAX_NAME_LENGTH = 255
-MAX_ID_LENGTH = 255
 QUEUE_MODE = "__QUEUE_MODE__"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_name(kind: str, value: object) -> str:
-    """Queue, partition, group, namespace and task names: 1-255 characters, no control characters."""
+    """Queue, partition, group, namespace and task names; transactionId and traceId too."""
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{kind} must be a non-empty string")
     if len(value) > MAX_NAME_LENGTH:
@@ -32,15 +31,6 @@ def check_queue_name(value: object, kind: str = "queue") -> str:
     return name
 
 
-def check_id(kind: str, value: object) -> str:
-    """transactionId and traceId: 1-255 characters, no control characters."""
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"{kind} must be a non-empty string")
-    if len(value) > MAX_ID_LENGTH:
-        raise BadRequest(f"{kind} is longer than {MAX_ID_LENGTH} characters")
-    if _CONTROL.search(value):
-        raise BadRequest(f"{kind} must not contain control characters")
-    return value
 
 
 def check_uuid(kind: str, value: object) -> str:

@@ -13,7 +13,7 @@ import uuid_utils
 
 from reginamq.engine import options as queue_options
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_id, check_name, check_queue_name
+from reginamq.engine.names import check_name, check_queue_name
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
@@ -59,9 +59,9 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
         if len(raw) > MAX_PAYLOAD_BYTES:
             raise BadRequest(f"items[{position}].payload is larger than {MAX_PAYLOAD_BYTES} bytes", status=413)
         message_id = str(uuid_utils.uuid7())
-        txid = message_id if item.transactionId is None else check_id(
+        txid = message_id if item.transactionId is None else check_name(
             f"items[{position}].transactionId", item.transactionId)
-        trace = b"null" if item.traceId is None else orjson.dumps(check_id(
+        trace = b"null" if item.traceId is None else orjson.dumps(check_name(
             f"items[{position}].traceId", item.traceId))
         key = (queue, partition, txid)
         first = seen.get(key)
