@@ -42,10 +42,12 @@ class PopRequest:
     subscription_from: datetime | None
 
 
-async def pop(pool, waiters: Waiters, request: PopRequest, run) -> bytes | None:
+async def pop(waiters: Waiters, request: PopRequest, run, client_gone: asyncio.Future | None = None) -> bytes | None:
     """Deliver messages or, once the wait is over, ``None`` (an empty pop).
 
-    ``run(coro_factory)`` executes a database call with the broker's retry and error mapping.
+    ``run(call)`` executes a database call with the broker's retry and error mapping.
+    ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
+    is leased (or, with auto-ack, consumed) for a client that is no longer listening.
     """
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
@@ -59,11 +61,12 @@ async def pop(pool, waiters: Waiters, request: PopRequest, run) -> bytes | None:
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return None
-            try:
-                await asyncio.wait_for(asyncio.shield(parked), min(recheck, remaining))
-            except TimeoutError:
+            watched = {parked} if client_gone is None else {parked, client_gone}
+            done, _ = await asyncio.wait(watched, timeout=min(recheck, remaining),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
                 recheck = min(recheck * 2, LAST_RECHECK)
-            if waiters.closing:
+            if waiters.closing or (client_gone is not None and client_gone.done()):
                 return None
         finally:
             if parked is not None:

@@ -81,7 +81,8 @@ class App:
             return body
 
         status, body = await self.respond(scope.method, scope.path, scope.query_string.encode(),
-                                          scope.headers.get("content-type"), read_body)
+                                          scope.headers.get("content-type"), read_body,
+                                          protocol.client_disconnect)
         if body is None:
             protocol.response_empty(status, [])
         else:
@@ -92,7 +93,7 @@ class App:
     async def _http(self, scope, receive, send) -> None:
         status, body = await self.respond(
             scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
-            lambda: _read_body(receive, self.settings.max_body_bytes))
+            lambda: _read_body(receive, self.settings.max_body_bytes), lambda: _disconnected(receive))
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -102,7 +103,7 @@ class App:
         await send({"type": "http.response.body", "body": body})
 
     async def respond(self, method: str, path: str, query_string: bytes,
-                      content_type: str | None, read_body) -> responses.Response:
+                      content_type: str | None, read_body, wait_disconnect=None) -> responses.Response:
         """Route, read the body within its limit, run the handler, keep the error contract."""
         handler, params, known = ROUTER.match(method, path)
         if handler is None:
@@ -113,7 +114,7 @@ class App:
             body = await read_body()
         except BodyTooLarge:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
-        request = Request(method, params, query_string, content_type, body)
+        request = Request(method, params, query_string, content_type, body, wait_disconnect)
         try:
             return await handler(self.broker, request)
         except BadRequest as error:
@@ -141,6 +142,11 @@ async def _read_body(receive, limit: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def _disconnected(receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _header(scope, name: bytes) -> str | None:

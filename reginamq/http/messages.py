@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from reginamq.engine import ack as acks
 from reginamq.engine import pop as pops
 from reginamq.engine import push as pushes
@@ -64,7 +66,14 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
         subscription_mode=SUBSCRIPTION_MODES[mode],
         subscription_from=request.query_timestamp("subscriptionFrom"),
     )
-    body = await pops.pop(broker.pool, broker.waiters, pop_request, broker.run)
+    client_gone = None
+    if pop_request.wait and request.wait_disconnect is not None:
+        client_gone = asyncio.ensure_future(request.wait_disconnect())
+    try:
+        body = await pops.pop(broker.waiters, pop_request, broker.run, client_gone)
+    finally:
+        if client_gone is not None:
+            client_gone.cancel()
     return responses.NO_CONTENT if body is None else (200, body)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -24,6 +25,8 @@ class Request:
     query_string: bytes
     content_type: str | None
     body: bytes
+    # Completes when the client hangs up; only long polls ask for it.
+    wait_disconnect: Callable[[], Awaitable[object]] | None = None
     _query: dict[str, list[str]] | None = None
 
     def query(self, name: str) -> str | None:
