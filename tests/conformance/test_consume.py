@@ -165,7 +165,7 @@ async def test_consume_long_polls_for_messages_pushed_later(queen, queue):
     async def handler(message):
         received.append(message["data"])
 
-    consumer = asyncio.create_task(
+    consumer = asyncio.ensure_future(
         queen.queue(queue).batch(1).limit(3).timeout_millis(10_000).consume(handler)
     )
     await asyncio.sleep(0.5)

@@ -101,7 +101,7 @@ async def test_consume_with_subscription_new_only_sees_later_pushes(queen, queue
     async def handler(message):
         received.append(message["data"])
 
-    consumer = asyncio.create_task(
+    consumer = asyncio.ensure_future(
         queen.queue(queue).group(g).subscription_mode("new").batch(1).limit(2)
         .timeout_millis(10_000).consume(handler)
     )
