@@ -72,13 +72,11 @@ class App:
             return
 
         async def read_body() -> bytes:
+            limit = self.settings.max_body_bytes
             declared = scope.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > self.settings.max_body_bytes:
-                raise BodyTooLarge
-            body = await protocol()
-            if len(body) > self.settings.max_body_bytes:
-                raise BodyTooLarge
-            return body
+            if declared is None or not declared.isdigit() or int(declared) > limit:
+                return await _read_chunks(protocol, limit)
+            return await protocol()
 
         status, body = await self.respond(scope.method, scope.path, scope.query_string.encode(),
                                           scope.headers.get("content-type"), read_body,
@@ -93,7 +91,7 @@ class App:
     async def _http(self, scope, receive, send) -> None:
         status, body = await self.respond(
             scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
-            lambda: _read_body(receive, self.settings.max_body_bytes), lambda: _disconnected(receive))
+            lambda: _read_chunks(_asgi_chunks(receive), self.settings.max_body_bytes), lambda: _disconnected(receive))
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -128,20 +126,31 @@ class App:
             return responses.error(500, "internal error")
 
 
-async def _read_body(receive, limit: int) -> bytes:
-    chunks = []
-    size = 0
+async def _read_chunks(chunks_of_body, limit: int) -> bytes:
+    """Read a body of unknown or excessive size without holding more than ``limit`` bytes.
+
+    An oversized body is still read to its end (and dropped) before the 413 goes out: a
+    client that is still uploading when the server answers and closes sees a broken pipe
+    instead of the answer.
+    """
+    chunks, size = [], 0
+    async for chunk in chunks_of_body:
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:
+        raise BodyTooLarge
+    return b"".join(chunks)
+
+
+async def _asgi_chunks(receive):
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
+            return
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return
 
 
 async def _disconnected(receive) -> None:

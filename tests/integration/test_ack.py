@@ -7,7 +7,14 @@ import uuid
 import pytest
 
 from tests.integration.helpers import (
-    ACK_FIELDS, ack, ack_batch, configure, dlq_count, pop, pop_messages, push,
+    ACK_FIELDS,
+    ack,
+    ack_batch,
+    configure,
+    dlq_count,
+    pop,
+    pop_messages,
+    push,
 )
 
 

@@ -7,8 +7,18 @@ import uuid
 import pytest
 
 from tests.integration.helpers import (
-    ISO_MILLIS, MESSAGE_FIELDS, POP_FIELDS, QUEUE_MODE, ack_batch, item, pop, pop_messages, pop_raw, push,
-    push_items, unique,
+    ISO_MILLIS,
+    MESSAGE_FIELDS,
+    POP_FIELDS,
+    QUEUE_MODE,
+    ack_batch,
+    item,
+    pop,
+    pop_messages,
+    pop_raw,
+    push,
+    push_items,
+    unique,
 )
 
 
@@ -229,3 +239,12 @@ async def test_trace_id_echoed(http, queue):
     await push_items(http, [item(queue, 1, traceId="trace-abc")])
     [message] = await pop_messages(http, queue)
     assert message["traceId"] == "trace-abc"
+
+
+async def test_pop_by_unicode_partition_name(http, queue):
+    partition = "Zürich 東京 🎉"
+    await push(http, queue, "u", partition=partition)
+    await push(http, queue, "other", partition="plain")
+    body = await pop(http, queue, partition)
+    assert body["partition"] == partition
+    assert [m["data"] for m in body["messages"]] == ["u"]

@@ -5,7 +5,15 @@ from __future__ import annotations
 import uuid
 
 from tests.integration.helpers import (
-    PUSH_FIELDS, configure, item, pop, pop_messages, push, push_items, queue_count, unique,
+    PUSH_FIELDS,
+    configure,
+    item,
+    pop,
+    pop_messages,
+    push,
+    push_items,
+    queue_count,
+    unique,
 )
 
 

@@ -1,0 +1,114 @@
+"""Long poll: an empty wait answers 204 at its timeout; a push wakes a waiting pop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from tests.integration.helpers import push, unique
+
+
+async def test_empty_long_poll_answers_204_after_the_timeout(http, queue):
+    started = time.monotonic()
+    response = await http.get(f"/api/v1/pop/queue/{queue}", params={"wait": "true", "timeout": "500"})
+    elapsed = time.monotonic() - started
+    assert response.status_code == 204
+    assert response.content == b""
+    assert elapsed >= 0.4
+    assert elapsed < 10
+
+
+async def test_wait_false_answers_at_once(http, queue):
+    started = time.monotonic()
+    response = await http.get(f"/api/v1/pop/queue/{queue}", params={"wait": "false", "timeout": "5000"})
+    assert response.status_code == 204
+    assert time.monotonic() - started < 4
+
+
+async def test_empty_discovery_long_poll_answers_204(http):
+    started = time.monotonic()
+    response = await http.get("/api/v1/pop", params={"namespace": unique("ns"), "wait": "true",
+                                                     "timeout": "500"})
+    assert response.status_code == 204
+    assert time.monotonic() - started >= 0.4
+
+
+async def _woken_by_push(broker_url: str, queue: str, pop_path: str, push_items: list[dict],
+                         params: dict | None = None) -> tuple[float, dict]:
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as waiter_client:
+        started = time.monotonic()
+        waiting = asyncio.create_task(waiter_client.get(
+            pop_path, params={"wait": "true", "timeout": "10000", **(params or {})}))
+        await asyncio.sleep(0.3)  # let the pop reach the broker and park
+        assert not waiting.done(), "the pop answered before anything was pushed"
+        async with httpx.AsyncClient(base_url=broker_url, timeout=30) as pusher:
+            response = await pusher.post("/api/v1/push", json={"items": push_items})
+            assert response.status_code == 201
+        response = await waiting
+        elapsed = time.monotonic() - started
+    assert response.status_code == 200, response.text
+    return elapsed, response.json()
+
+
+async def test_push_wakes_a_waiting_pop_repeatedly_across_processes(broker_url):
+    for round_ in range(6):
+        queue = unique("q")
+        elapsed, body = await _woken_by_push(
+            broker_url, queue, f"/api/v1/pop/queue/{queue}",
+            [{"queue": queue, "payload": {"round": round_}}])
+        assert [m["data"] for m in body["messages"]] == [{"round": round_}]
+        assert elapsed < 5, f"round {round_}: woken after {elapsed:.2f}s, timeout was 10s"
+
+
+async def test_push_wakes_a_waiting_partition_pop(broker_url):
+    queue = unique("q")
+    elapsed, body = await _woken_by_push(
+        broker_url, queue, f"/api/v1/pop/queue/{queue}/partition/p7",
+        [{"queue": queue, "partition": "p7", "payload": "hello"}])
+    assert body["partition"] == "p7"
+    assert [m["data"] for m in body["messages"]] == ["hello"]
+    assert elapsed < 5
+
+
+async def test_push_wakes_a_waiting_discovery_pop(broker_url):
+    namespace = unique("ns")
+    queue = f"{namespace}.task.q"
+    elapsed, body = await _woken_by_push(
+        broker_url, queue, "/api/v1/pop", [{"queue": queue, "payload": "found"}],
+        params={"namespace": namespace})
+    assert [m["data"] for m in body["messages"]] == ["found"]
+    assert elapsed < 5
+
+
+async def test_push_to_another_queue_does_not_answer_the_wait(http, broker_url):
+    queue, other = unique("q"), unique("q")
+    started = time.monotonic()
+    waiting = asyncio.create_task(http.get(f"/api/v1/pop/queue/{queue}",
+                                           params={"wait": "true", "timeout": "1000"}))
+    await asyncio.sleep(0.2)
+    await push(http, other, "elsewhere")
+    response = await waiting
+    assert response.status_code == 204
+    assert time.monotonic() - started >= 0.9
+
+
+async def test_ack_release_wakes_a_waiting_pop_of_the_same_group(http, broker_url, queue):
+    await push(http, queue, "first", "second")
+    first = (await http.get(f"/api/v1/pop/queue/{queue}", params={"batch": "1"})).json()
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as waiter_client:
+        started = time.monotonic()
+        waiting = asyncio.create_task(waiter_client.get(
+            f"/api/v1/pop/queue/{queue}", params={"wait": "true", "timeout": "10000"}))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        [message] = first["messages"]
+        result = (await http.post("/api/v1/ack", json={
+            "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+            "leaseId": message["leaseId"]})).json()[0]
+        assert result["leaseReleased"] is True
+        response = await waiting
+    assert response.status_code == 200
+    assert [m["data"] for m in response.json()["messages"]] == ["second"]
+    assert time.monotonic() - started < 5

@@ -1,0 +1,115 @@
+"""`reginamq serve` as a user runs it: embedded PostgreSQL, restarts, signals, the schema, health."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import asyncpg
+import httpx
+import pytest
+
+from reginamq.store.database import apply_schema
+from reginamq.store.embedded import EmbeddedPostgres
+from tests.conftest import free_port, start_broker, stop_process, wait_healthy
+
+
+def serve_embedded(data_dir, port):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(data_dir)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_healthy(f"http://127.0.0.1:{port}", process, seconds=90)
+    return process
+
+
+def test_embedded_broker_keeps_messages_across_restarts_and_stops_cleanly(tmp_path):
+    data_dir = tmp_path / "pgdata"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = serve_embedded(data_dir, port)
+    try:
+        pushed = httpx.post(f"{url}/api/v1/push", json={"items": [
+            {"queue": "durable", "partition": "p", "payload": {"n": n}} for n in range(3)]})
+        assert pushed.status_code == 201
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        assert not (data_dir / "postmaster.pid").exists(), "the embedded PostgreSQL was left running"
+
+        process = serve_embedded(data_dir, port)
+        popped = httpx.get(f"{url}/api/v1/pop/queue/durable", params={"batch": 10})
+        assert popped.status_code == 200
+        assert [m["data"] for m in popped.json()["messages"]] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    finally:
+        stop_process(process)
+
+
+def test_sigterm_answers_open_long_polls_at_once(database_url):
+    process, url = start_broker(database_url, workers=2)
+    try:
+        async def long_polls():
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                polls = [asyncio.create_task(client.get("/api/v1/pop/queue/never-filled",
+                                                        params={"wait": "true", "timeout": 60000}))
+                         for _ in range(4)]
+                await asyncio.sleep(1.0)
+                started = time.monotonic()
+                process.send_signal(signal.SIGTERM)
+                answers = await asyncio.gather(*polls)
+                return [a.status_code for a in answers], time.monotonic() - started
+
+        statuses, waited = asyncio.run(long_polls())
+        assert statuses == [204] * 4
+        assert waited < 20, f"long polls were held {waited:.1f}s after SIGTERM"
+        assert process.wait(30) == 0
+    finally:
+        stop_process(process)
+
+
+async def test_schema_applies_concurrently_and_idempotently(database_url):
+    admin = await asyncpg.connect(database_url)
+    name = f"schema_{os.getpid()}_{time.monotonic_ns()}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        target = database_url.replace("/postgres?", f"/{name}?")
+        await asyncio.gather(*(apply_schema(target) for _ in range(4)))
+        await apply_schema(target)
+        conn = await asyncpg.connect(target)
+        try:
+            tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rq_%'")}
+        finally:
+            await conn.close()
+        assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
+                "rq_consumer_groups"} <= tables
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.mark.timeout(180)
+def test_health_follows_the_database_and_the_broker_reconnects(tmp_path):
+    server = EmbeddedPostgres(tmp_path / "pgdata")
+    database_url = server.start()
+    asyncio.run(apply_schema(database_url))
+    process, url = start_broker(database_url, workers=1)
+    try:
+        assert httpx.post(f"{url}/api/v1/push", json={"items": [{"queue": "h", "payload": 1}]}).status_code == 201
+        server.stop(mode="immediate")
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 503
+        down = httpx.post(f"{url}/api/v1/push", json={"items": [{"queue": "h", "payload": 2}]}, timeout=30)
+        assert down.status_code == 503 and "error" in down.json()
+        server.start()
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{url}/health", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the broker did not reconnect"
+            time.sleep(0.2)
+        popped = httpx.get(f"{url}/api/v1/pop/queue/h", params={"batch": 10})
+        assert [m["data"] for m in popped.json()["messages"]] == [1]
+    finally:
+        stop_process(process)
+        server.stop(mode="immediate")
