@@ -138,12 +138,12 @@ async def rsgi_app(scope, protocol):
 def make_aiohttp_app():
     from aiohttp import web
 
-    async def push(request: "web.Request") -> "web.Response":
+    async def push(request: web.Request) -> web.Response:
         body = await request.read()
         status, out = handle_push(body)
         return web.Response(status=status, body=out, content_type="application/json")
 
-    async def pop(request: "web.Request") -> "web.Response":
+    async def pop(request: web.Request) -> web.Response:
         return web.Response(status=200, body=POP_BODY, content_type="application/json")
 
     app = web.Application(client_max_size=16 * 1024 * 1024)

@@ -19,6 +19,7 @@ Usage (from repo root):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -50,9 +51,9 @@ def server_cmd(name: str, port: int) -> list[str]:
         "--log-level", "warning",
     ]
     if name == "granian-asgi":
-        return common_granian + ["--interface", "asgi", "apps:asgi_app"]
+        return [*common_granian, "--interface", "asgi", "apps:asgi_app"]
     if name == "granian-rsgi":
-        return common_granian + ["--interface", "rsgi", "apps:rsgi_app"]
+        return [*common_granian, "--interface", "rsgi", "apps:rsgi_app"]
     if name == "uvicorn":
         return [
             str(BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(port),
@@ -110,7 +111,7 @@ def check_responses(port: int, push_body: bytes) -> None:
 
 def tree_cpu(proc: psutil.Process) -> float:
     total = 0.0
-    for p in [proc] + proc.children(recursive=True):
+    for p in [proc, *proc.children(recursive=True)]:
         try:
             t = p.cpu_times()
             total += t.user + t.system
@@ -176,10 +177,8 @@ def bench_server(name: str, args, push_file: str, lua: str) -> dict[str, dict]:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=5)
     return results
 
@@ -227,8 +226,8 @@ def main() -> None:
                     best[key] = r
 
     print()
-    print(f"| server | shape | req/s | server CPU s | req per server CPU-s | avg latency |")
-    print(f"|---|---|---:|---:|---:|---:|")
+    print("| server | shape | req/s | server CPU s | req per server CPU-s | avg latency |")
+    print("|---|---|---:|---:|---:|---:|")
     for name in servers:
         for shape in SHAPES:
             r = best.get((name, shape))
