@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
 
 
@@ -70,14 +71,16 @@ def stop_process(process: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session")
 def database_url():
-    """A private PostgreSQL for the whole run, or the one in REGINAMQ_TEST_DATABASE_URL."""
+    """A private PostgreSQL for the whole run (or REGINAMQ_TEST_DATABASE_URL), schema applied."""
     given = os.environ.get("REGINAMQ_TEST_DATABASE_URL")
     if given:
+        asyncio.run(apply_schema(given))
         yield given
         return
     folder = Path(tempfile.mkdtemp(prefix="reginamq-test-"))
     server = EmbeddedPostgres(folder / "pgdata")
     url = server.start()
+    asyncio.run(apply_schema(url))
     try:
         yield url
     finally:

@@ -1,0 +1,51 @@
+"""The wake-up path itself: a push's NOTIFY resolves a parked future in another connection.
+
+The HTTP long-poll tests cannot tell a wake-up from a back-off re-check; this one can, since
+nothing here re-checks: the future resolves only if the notification arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import msgspec
+
+from reginamq.engine import push
+from reginamq.engine.waiters import Waiters
+
+
+async def wait_listening(waiters: Waiters) -> None:
+    for _ in range(100):
+        if waiters._listener is not None and not waiters._listener.is_closed():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the listener never connected")
+
+
+async def push_one(database_url: str, queue: str) -> None:
+    prepared = push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(b"1"))])
+    conn = await asyncpg.connect(database_url)
+    try:
+        await push.write(conn, prepared)
+    finally:
+        await conn.close()
+
+
+async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url):
+    waiters = Waiters()
+    await waiters.listen(database_url)
+    try:
+        await wait_listening(waiters)
+        queue, other = f"w-{uuid.uuid4().hex[:8]}", f"w-{uuid.uuid4().hex[:8]}"
+        mine, theirs, anyone = waiters.park(queue), waiters.park(other), waiters.park(None)
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(mine, 5) is True
+        assert await asyncio.wait_for(anyone, 5) is True  # discovery pops wake on any queue
+        await asyncio.sleep(0.3)
+        assert not theirs.done()
+        waiters.close()
+        assert theirs.result() is False  # shutting down answers everyone, empty
+    finally:
+        await waiters.stop()
