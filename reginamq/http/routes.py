@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from reginamq.http import messages, queues, status
+from reginamq.http import dlq, messages, queues, status
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
@@ -26,6 +26,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/api/v1/transaction", messages.transaction),
     ("POST", "/api/v1/configure", queues.configure),
     ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue),
+    ("GET", "/api/v1/dlq", dlq.list_dlq),
     ("GET", "/health", status.health),
 ]
 
