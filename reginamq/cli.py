@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from reginamq import __version__
+from reginamq.bench.cli import bench
 from reginamq.config import DEFAULT_PORT, Settings
 
 log = logging.getLogger("reginamq")
@@ -62,3 +63,6 @@ def serve(**flags) -> None:
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+main.add_command(bench)

@@ -6,7 +6,14 @@
 -- delivery and, once it is spent, dead-letters (or drops) the failed message; acking the whole
 -- leased span releases the lease.
 DO $$ BEGIN
-    CREATE TYPE rq_ack_result AS (item int, success bool, error text, dlq bool, noop bool);
+    CREATE TYPE rq_ack_outcome AS (item int, success bool, error text, lease_released bool, dlq bool, noop bool);
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+
+-- One acknowledgement after resolution: its offset in the deliverable range (NULL when the
+-- transactionId is not there) and whether its lease id (if it named one) is the live lease.
+DO $$ BEGIN
+    CREATE TYPE rq_ack_resolved AS (item int, txid text, lease_ok bool, off bigint, status text, err text);
 EXCEPTION WHEN duplicate_object THEN NULL;
 END $$;
 
@@ -20,26 +27,21 @@ CREATE OR REPLACE FUNCTION rq_ack(
 ) RETURNS TABLE (item int, success bool, error text, lease_released bool, dlq bool, noop bool)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_key       record;
-    v_cur       rq_consumers%ROWTYPE;
-    v_queue     record;
-    v_live      bool;
-    v_upper     bigint;
-    v_ack       record;
-    v_offset    bigint;
-    v_items     int[];
-    v_offsets   bigint[];
-    v_statuses  text[];
-    v_errors    text[];
-    v_spent     bool;
-    v_stop      bigint;
-    v_done_max  bigint;
-    v_committed bigint;
-    v_released  bool;
-    v_n         int;
-    i           int;
-    v_results   rq_ack_result[] := '{}';
-    v_released_items int[] := '{}';
+    v_key        record;
+    v_cur        rq_consumers%ROWTYPE;
+    v_queue      record;
+    v_live       bool;
+    v_upper      bigint;
+    v_acks       rq_ack_resolved[];
+    v_offsets    jsonb;
+    v_failed     bool;
+    v_spent      bool;
+    v_stop       bigint;
+    v_done_max   bigint;
+    v_n          int;
+    v_committed  bigint;
+    v_released   bool;
+    v_results    rq_ack_outcome[] := '{}';
 BEGIN
     FOR v_key IN
         SELECT DISTINCT t.pid, t.grp
@@ -49,12 +51,12 @@ BEGIN
         SELECT * INTO v_cur FROM rq_consumers c
         WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp FOR UPDATE;
         IF NOT FOUND THEN
-            SELECT v_results || array_agg(ROW((t.ord - 1)::int, false,
-                       'no delivery to acknowledge for this partition and consumer group', false, false
-                   )::rq_ack_result)
-            INTO v_results
-            FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
-            WHERE t.pid = v_key.pid AND t.grp = v_key.grp;
+            v_results := v_results || ARRAY(
+                SELECT ROW((t.ord - 1)::int, false,
+                           'no delivery to acknowledge for this partition and consumer group', false, false, false
+                       )::rq_ack_outcome
+                FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
+                WHERE t.pid = v_key.pid AND t.grp = v_key.grp);
             CONTINUE;
         END IF;
         SELECT q.id, q.retry_limit, q.dlq_enabled INTO v_queue
@@ -66,53 +68,54 @@ BEGIN
         ELSE
             SELECT p.last_offset INTO v_upper FROM rq_partitions p WHERE p.id = v_key.pid;
         END IF;
-        v_items := '{}'; v_offsets := '{}'; v_statuses := '{}'; v_errors := '{}';
 
-        FOR v_ack IN
-            SELECT (t.ord - 1)::int AS item, t.txid, t.lease, t.status, t.err
-            FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
-                 WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
-            WHERE t.pid = v_key.pid AND t.grp = v_key.grp
-            ORDER BY t.ord
-        LOOP
-            IF v_ack.lease IS NOT NULL AND NOT (v_live AND v_cur.lease_id = v_ack.lease) THEN
-                v_results := v_results || ROW(v_ack.item, false, 'invalid or expired lease', false, false)::rq_ack_result;
-                CONTINUE;
-            END IF;
-            SELECT s.base_offset
-                   + array_position(s.txids, v_ack.txid,
-                                    greatest(1, v_cur.committed + 2 - s.base_offset)::int) - 1
-            INTO v_offset
-            FROM rq_segments s
-            WHERE s.partition_id = v_key.pid
-              AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
-                                             WHERE s2.partition_id = v_key.pid
-                                               AND s2.base_offset <= v_cur.committed + 1
-                                             ORDER BY s2.base_offset DESC LIMIT 1), 0)
-              AND s.base_offset <= v_upper
-              AND array_position(s.txids, v_ack.txid,
-                                 greatest(1, v_cur.committed + 2 - s.base_offset)::int) IS NOT NULL
-            ORDER BY s.base_offset LIMIT 1;
-            IF v_offset IS NULL OR v_offset > v_upper THEN
-                IF EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = v_key.pid
-                           AND s.base_offset <= v_cur.committed AND v_ack.txid = ANY (s.txids)) THEN
-                    v_results := v_results || ROW(v_ack.item, true, NULL, false, true)::rq_ack_result;
-                ELSE
-                    v_results := v_results || ROW(v_ack.item, false, 'message not found in this partition''s deliverable range', false, false)::rq_ack_result;
-                END IF;
-                CONTINUE;
-            END IF;
-            v_items := v_items || v_ack.item;
-            v_offsets := v_offsets || v_offset;
-            v_statuses := v_statuses || v_ack.status;
-            v_errors := v_errors || v_ack.err;
-        END LOOP;
-        v_n := coalesce(cardinality(v_items), 0);
+        -- Resolve every transactionId of this cursor at once: one pass over the deliverable
+        -- range (at most one pop's worth of messages while a lease is live) into a jsonb map
+        -- txid -> lowest offset (jsonb keeps the last duplicate key, hence the descending order).
+        SELECT jsonb_object_agg(m.txid, s.base_offset + m.pos - 1 ORDER BY s.base_offset + m.pos - 1 DESC)
+        INTO v_offsets
+        FROM rq_segments s
+        CROSS JOIN LATERAL unnest(s.txids) WITH ORDINALITY AS m(txid, pos)
+        WHERE s.partition_id = v_key.pid
+          AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
+                                         WHERE s2.partition_id = v_key.pid
+                                           AND s2.base_offset <= v_cur.committed + 1
+                                         ORDER BY s2.base_offset DESC LIMIT 1), 0)
+          AND s.base_offset <= v_upper
+          AND s.base_offset + m.pos - 1 > v_cur.committed
+          AND s.base_offset + m.pos - 1 <= v_upper;
+
+        SELECT array_agg(ROW(a.item, a.txid, a.lease_ok,
+                             CASE WHEN a.lease_ok THEN (v_offsets ->> a.txid)::bigint END,
+                             a.status, a.err)::rq_ack_resolved ORDER BY a.item)
+        INTO v_acks
+        FROM (SELECT (t.ord - 1)::int AS item, t.txid, t.status, t.err,
+                     t.lease IS NULL OR (v_live AND t.lease = v_cur.lease_id) AS lease_ok
+              FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
+                   WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
+              WHERE t.pid = v_key.pid AND t.grp = v_key.grp) a;
+
+        -- Refused (foreign or stale lease) and unresolved acknowledgements answer now; an
+        -- unresolved one whose message is already below the cursor is a no-op success.
+        v_results := v_results || ARRAY(
+            SELECT CASE
+                WHEN NOT a.lease_ok
+                    THEN ROW(a.item, false, 'invalid or expired lease', false, false, false)::rq_ack_outcome
+                WHEN EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = v_key.pid
+                               AND s.base_offset <= v_cur.committed AND a.txid = ANY (s.txids))
+                    THEN ROW(a.item, true, NULL, false, false, true)::rq_ack_outcome
+                ELSE ROW(a.item, false, 'message not found in this partition''s deliverable range',
+                         false, false, false)::rq_ack_outcome
+            END
+            FROM unnest(v_acks) a WHERE a.off IS NULL);
+
+        SELECT count(*), bool_or(a.status = 'failed')
+        INTO v_n, v_failed FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
         CONTINUE WHEN v_n = 0;
 
         -- One charge of the retry budget per delivery; once spent, failures are terminal.
         v_spent := false;
-        IF 'failed' = ANY (v_statuses) AND NOT v_cur.retry_charged THEN
+        IF v_failed AND NOT v_cur.retry_charged THEN
             IF v_cur.retry_count >= v_queue.retry_limit THEN
                 v_spent := true;
                 v_cur.retry_count := 0;
@@ -122,31 +125,21 @@ BEGIN
             END IF;
         END IF;
 
-        v_stop := v_cur.stop_at;
-        v_done_max := NULL;
-        FOR i IN 1 .. v_n LOOP
-            IF v_statuses[i] = 'dlq' OR (v_statuses[i] = 'failed' AND v_spent) THEN
-                IF v_queue.dlq_enabled THEN
-                    INSERT INTO rq_dlq (queue_id, partition_id, consumer_group, message_offset,
-                                        transaction_id, payload, message_created_at,
-                                        error_message, retry_count)
-                    SELECT v_queue.id, v_key.pid, v_key.grp, v_offsets[i], s.txids[v_offsets[i] - s.base_offset + 1],
-                           s.payloads[v_offsets[i] - s.base_offset + 1], s.created_at, v_errors[i],
-                           v_cur.retry_count
-                    FROM rq_segments s
-                    WHERE s.partition_id = v_key.pid AND s.base_offset <= v_offsets[i]
-                      AND s.end_offset >= v_offsets[i];
-                END IF;
-                v_results := v_results || ROW(v_items[i], true, NULL, v_queue.dlq_enabled, false)::rq_ack_result;
-                v_done_max := greatest(v_done_max, v_offsets[i]);
-            ELSIF v_statuses[i] IN ('retry', 'failed') THEN
-                v_stop := least(coalesce(v_stop, v_offsets[i]), v_offsets[i]);
-                v_results := v_results || ROW(v_items[i], true, NULL, false, false)::rq_ack_result;
-            ELSE
-                v_results := v_results || ROW(v_items[i], true, NULL, false, false)::rq_ack_result;
-                v_done_max := greatest(v_done_max, v_offsets[i]);
-            END IF;
-        END LOOP;
+        IF v_queue.dlq_enabled THEN
+            INSERT INTO rq_dlq (queue_id, partition_id, consumer_group, message_offset, transaction_id,
+                                payload, message_created_at, error_message, retry_count)
+            SELECT v_queue.id, v_key.pid, v_key.grp, a.off, a.txid, s.payloads[a.off - s.base_offset + 1],
+                   s.created_at, a.err, v_cur.retry_count
+            FROM unnest(v_acks) a
+            JOIN rq_segments s ON s.partition_id = v_key.pid AND s.base_offset <= a.off AND s.end_offset >= a.off
+            WHERE a.off IS NOT NULL AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent));
+        END IF;
+
+        SELECT least(v_cur.stop_at,
+                     min(a.off) FILTER (WHERE a.status = 'retry' OR (a.status = 'failed' AND NOT v_spent))),
+               max(a.off) FILTER (WHERE a.status IN ('completed', 'dlq') OR (a.status = 'failed' AND v_spent))
+        INTO v_stop, v_done_max
+        FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
 
         v_committed := greatest(v_cur.committed,
                                 CASE WHEN v_stop IS NULL THEN v_done_max
@@ -163,18 +156,25 @@ BEGIN
                 retry_count = CASE WHEN v_stop IS NULL THEN 0 ELSE v_cur.retry_count END,
                 retry_charged = false
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
-            v_released_items := v_released_items || v_items;
-            PERFORM pg_notify('rq_push', q.name) FROM rq_queues q WHERE q.id = v_queue.id;
+            IF v_committed < v_upper OR v_stop IS NOT NULL THEN
+                -- something is deliverable again at once: wake parked pops
+                PERFORM pg_notify('rq_push', q.name) FROM rq_queues q WHERE q.id = v_queue.id;
+            END IF;
         ELSE
             UPDATE rq_consumers c
             SET committed = v_committed, acked_count = v_cur.acked_count, stop_at = v_stop,
                 retry_count = v_cur.retry_count, retry_charged = v_cur.retry_charged
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         END IF;
+        v_results := v_results || ARRAY(
+            SELECT ROW(a.item, true, NULL, v_released,
+                       v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false
+                   )::rq_ack_outcome
+            FROM unnest(v_acks) a WHERE a.off IS NOT NULL);
     END LOOP;
 
     RETURN QUERY
-    SELECT r.item, r.success, r.error, r.item = ANY (v_released_items), r.dlq, r.noop
+    SELECT r.item, r.success, r.error, r.lease_released, r.dlq, r.noop
     FROM unnest(v_results) AS r ORDER BY r.item;
 END;
 $$;

@@ -1,0 +1,133 @@
+"""The ``reginamq bench`` command group: the open-loop run (default) and ``ceiling``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from reginamq.bench.config import BenchConfig
+
+
+def shape_options(function):
+    """The load shape, shared by the bench run and the ceiling so both measure the same thing."""
+    options = [
+        click.option("--push-batch", type=click.IntRange(1, 10_000), default=100, show_default=True,
+                     help="Messages per push request."),
+        click.option("--payload", type=click.IntRange(32, 4_000_000), default=256, show_default=True,
+                     help="Payload bytes per message (JSON, padded)."),
+        click.option("--partitions", type=click.IntRange(1), default=200, show_default=True,
+                     help="Partition space of the queue."),
+        click.option("--consumers", type=click.IntRange(1), default=4, show_default=True,
+                     help="Closed-loop consumers per group."),
+        click.option("--groups", type=click.IntRange(0), default=0, show_default=True,
+                     help="0 = queue mode; G > 0 = G consumer groups (fan-out), each with --consumers."),
+        click.option("--pop-batch", type=click.IntRange(1, 10_000), default=1000, show_default=True,
+                     help="Messages per pop."),
+        click.option("--duration", type=click.FloatRange(1), default=30, show_default=True,
+                     help="Seconds of load."),
+        click.option("--report", type=click.FloatRange(0.5), default=5, show_default=True,
+                     help="Seconds per report line."),
+        click.option("--producer-procs", type=click.IntRange(0), default=0,
+                     help="Producer processes [default: auto, enough for the rate]."),
+        click.option("--consumer-procs", type=click.IntRange(0), default=0,
+                     help="Consumer processes [default: auto]."),
+        click.option("--database-url", default=None,
+                     help="The broker's PostgreSQL (for the database size with --url; the ceiling's target)."),
+        click.option("--data-dir", type=click.Path(path_type=Path), default=None,
+                     help="Folder of the own embedded PostgreSQL [default: a temporary one, removed after]."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.group(invoke_without_command=True, context_settings={"show_default": False})
+@click.option("--url", default=None, help="An existing broker [default: start an own broker].")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes of the own broker.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Messages per second offered (open loop). Required.")
+@click.option("--active", type=click.IntRange(0), default=0, show_default=True,
+              help="Partitions taking pushes at a time (0 = all); the window rotates over the space.")
+@click.option("--rotate-seconds", type=click.FloatRange(0.01), default=1, show_default=True,
+              help="Seconds between moves of the --active window.")
+@click.option("--queue", default="", help="Queue name [default: a fresh bench-xxxxxxxx].")
+@click.option("--pop-partitions", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Partitions one wildcard pop may claim.")
+@click.option("--per-partition", is_flag=True, help="Pop by partition from an assigned subset, not wildcard.")
+@click.option("--manual-ack/--auto-ack", default=True, show_default=True,
+              help="Explicit batch acks, or server autoAck=true on pop.")
+@click.option("--ack-async/--ack-sync", default=True, show_default=True,
+              help="Dispatch each ack without blocking the next pop.")
+@click.option("--ack-inflight", type=click.IntRange(1), default=16, show_default=True,
+              help="Outstanding async acks per consumer (then the consumer blocks; acks are never shed).")
+@click.option("--max-inflight", type=click.IntRange(1), default=20_000, show_default=True,
+              help="Messages in flight from producers; over it new pushes are shed (counted, never sent).")
+@click.option("--dedup-window", type=click.IntRange(0), default=None,
+              help="Queue dedupWindowSeconds [default: the broker's default].")
+@click.option("--completed-retention", type=click.IntRange(0), default=None,
+              help="Queue completedRetentionSeconds (and retentionEnabled) [default: unset].")
+@click.option("--lease-seconds", type=click.IntRange(1), default=None, help="Queue leaseTime.")
+@click.option("--drain", type=click.FloatRange(0), default=10, show_default=True,
+              help="Seconds to keep consuming after the load until everything accepted was acked.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Write the config, every interval and the final figures to this file.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Draw throughput, latency and broker memory over time (needs reginamq[plot]).")
+@click.option("--ceiling", "with_ceiling", is_flag=True,
+              help="After the run, measure the same PostgreSQL's raw rate and print the ratio.")
+@shape_options
+@click.pass_context
+def bench(ctx: click.Context, **flags) -> None:
+    """Open-loop load in Queen's goload semantics, with CPU and memory accounting.
+
+    Without --url it starts its own broker (reginamq serve --workers N) on an embedded
+    PostgreSQL in a temporary folder and stops both at the end.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if flags["rate"] is None:
+        raise click.UsageError("--rate is required (messages per second offered)")
+    from reginamq.bench.session import run_session
+
+    if flags["plot_path"] is not None:
+        from reginamq.bench.report import check_plot_available
+
+        try:
+            check_plot_available()
+        except RuntimeError as error:
+            raise click.UsageError(str(error)) from error
+    cfg = _config(flags, rate=flags["rate"])
+    sys.exit(asyncio.run(run_session(cfg, url=flags["url"], workers=flags["workers"],
+                                     database_url=flags["database_url"], data_dir=flags["data_dir"],
+                                     json_path=flags["json_path"], plot_path=flags["plot_path"],
+                                     with_ceiling=flags["with_ceiling"])))
+
+
+@bench.command()
+@shape_options
+@click.option("--broker-rate", type=float, default=None,
+              help="The broker's msg/s for this shape, to print broker/ceiling.")
+def ceiling(**flags) -> None:
+    """The same PostgreSQL's raw rate for the same shape, through plain SQL (no broker).
+
+    Against --database-url, or an embedded PostgreSQL started in a temporary folder.
+    """
+    from reginamq.bench.session import run_ceiling_session
+
+    cfg = _config(flags, rate=1.0)
+    sys.exit(asyncio.run(run_ceiling_session(cfg, database_url=flags["database_url"], data_dir=flags["data_dir"],
+                                             broker_rate=flags["broker_rate"])))
+
+
+CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
+                 "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "pop_partitions",
+                 "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight", "dedup_window",
+                 "completed_retention", "lease_seconds", "drain"}
+
+
+def _config(flags: dict, rate: float) -> BenchConfig:
+    return BenchConfig(rate=rate, **{key: value for key, value in flags.items() if key in CONFIG_FIELDS})

@@ -1,0 +1,369 @@
+"""The load: open-loop producer processes and closed-loop consumer processes.
+
+Producers follow Queen's goload ``-mode openloop``: a pacer holds a fixed schedule of push
+instants, each push is launched at its instant as its own task without waiting for the one
+before, a push is never retried, and a push that would take the messages in flight over
+``--max-inflight`` is *shed* (counted, never sent, never queued). Every message carries its
+scheduled instant, so a consumer's latency is measured from when the message *should* have been
+sent (coordinated-omission corrected), not from when an overloaded generator got round to it.
+
+Consumers are closed loop: pop, record, ack, pop again. Each process keeps its own counters and
+histogram and sends the difference to the parent every report interval over a multiprocessing
+queue; see :mod:`reginamq.bench.stats`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+
+from reginamq.bench.config import BenchConfig, partition_name
+from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+PAD = "x" * 1_048_576
+
+
+class Pacer:
+    """The fixed schedule of one producer process among ``procs``.
+
+    Push number ``g`` of the whole generator is due at ``start + g * batch / rate``; process
+    ``index`` owns the pushes with ``g % procs == index``, so the instants of all processes
+    interleave into one evenly spaced schedule at the offered rate.
+    """
+
+    def __init__(self, rate: float, batch: int, procs: int, index: int, start_ns: int, duration_s: float):
+        if rate <= 0:
+            raise ValueError("rate must be > 0")
+        self.step_ns = batch * 1e9 / rate
+        self.procs = procs
+        self.index = index
+        self.start_ns = start_ns
+        self.end_ns = start_ns + int(duration_s * 1e9)
+        self.k = 0  # this process's next push
+
+    def global_index(self, k: int) -> int:
+        return k * self.procs + self.index
+
+    def instant(self, k: int) -> int:
+        return self.start_ns + int(self.global_index(k) * self.step_ns)
+
+    def next_instant(self) -> int | None:
+        """The next scheduled instant, or ``None`` when the schedule is over."""
+        instant = self.instant(self.k)
+        return instant if instant < self.end_ns else None
+
+    def due(self, now_ns: int) -> list[tuple[int, int]]:
+        """``(global push index, scheduled instant)`` of every push due by ``now_ns``.
+
+        A late pacer gets all the pushes it missed at once, each with its own scheduled instant:
+        being late must show up as latency, not as a lower offered rate.
+        """
+        out = []
+        while True:
+            instant = self.instant(self.k)
+            if instant > now_ns or instant >= self.end_ns:
+                return out
+            out.append((self.global_index(self.k), instant))
+            self.k += 1
+
+
+class InflightGate:
+    """Caps the messages in flight; what would go over the cap is shed, never queued."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.inflight = 0
+
+    def try_take(self, n: int) -> bool:
+        if self.inflight + n > self.limit:
+            return False
+        self.inflight += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.inflight -= n
+
+
+def partition_of(cfg: BenchConfig, push_index: int, instant_ns: int, start_ns: int) -> int:
+    """Which partition a push goes to: round robin over the active window, which moves on by
+    ``active`` partitions every ``rotate_seconds`` so the whole space gets covered."""
+    if cfg.active >= cfg.partitions:
+        return push_index % cfg.partitions
+    window = max(0, instant_ns - start_ns) // int(cfg.rotate_seconds * 1e9)
+    return (window * cfg.active + push_index % cfg.active) % cfg.partitions
+
+
+class Reporter:
+    """This process's counters and histogram, handed to the parent as deltas every interval."""
+
+    def __init__(self, kind: str, index: int, fields: tuple, queue, start_ns: int, report_s: float):
+        self.kind, self.index, self.queue = kind, index, queue
+        self.fields = fields
+        self.counters = dict.fromkeys(fields, 0)
+        self.latency = Histogram()
+        self.pacer_lag_max_ns = 0
+        self.start_ns = start_ns
+        self.report_ns = int(report_s * 1e9)
+        self.tick = 1
+
+    def next_tick_ns(self) -> int:
+        return self.start_ns + self.tick * self.report_ns
+
+    def send(self, final: bool = False) -> None:
+        snapshot = {"kind": self.kind, "index": self.index, "tick": self.tick, "final": final,
+                    "counters": self.counters, "latency": self.latency.to_sparse() if self.latency.count else None,
+                    "pacer_lag_max_ns": self.pacer_lag_max_ns}
+        self.queue.put(snapshot)
+        self.counters = dict.fromkeys(self.fields, 0)
+        self.latency.reset()
+        self.pacer_lag_max_ns = 0
+
+    async def run(self) -> None:
+        """Send a snapshot at every tick of the shared report clock."""
+        while True:
+            await asyncio.sleep(max(0.0, (self.next_tick_ns() - time.time_ns()) / 1e9))
+            self.send()
+            self.tick += 1
+
+
+def _event_loop_policy() -> None:
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def _child_setup() -> None:
+    """Children leave Ctrl-C to the parent, which stops them in order through the events."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _event_loop_policy()
+
+
+# ----------------------------------------------------------------------------- producers
+
+
+def producer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:
+    _child_setup()
+    asyncio.run(_produce(cfg, index, url, start_ns, queue, abort))
+
+
+def build_push_body(cfg: BenchConfig, producer: int, partition: int, sequences: list[int],
+                    scheduled_ns: int, first_tx: int) -> bytes:
+    """One push request of ``push_batch`` messages, built as text (no per-message dicts).
+
+    Payload ``{"s": scheduled ns, "p": producer, "k": partition, "q": per-partition sequence,
+    "x": padding}`` is padded to ``--payload`` bytes; the sequence fields let a verifier check
+    loss and order later. transactionIds are unique per message, so dedup never fires.
+    """
+    name = partition_name(partition)
+    prefix = f'{{"queue":"{cfg.queue}","partition":"{name}","transactionId":"{cfg.run_id}-{producer}-'
+    seq = sequences[partition]
+    items = []
+    for i in range(cfg.push_batch):
+        head = f'{{"s":{scheduled_ns},"p":{producer},"k":{partition},"q":{seq + i},"x":"'
+        pad = cfg.payload - len(head) - 2
+        items.append(f'{prefix}{first_tx + i}","payload":{head}{PAD[:pad] if pad > 0 else ""}"}}}}')
+    sequences[partition] = seq + cfg.push_batch
+    return ('{"items":[' + ",".join(items) + "]}").encode()
+
+
+async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:
+    import aiohttp
+    import orjson
+
+    pacer = Pacer(cfg.rate, cfg.push_batch, cfg.producer_procs, index, start_ns, cfg.duration)
+    share = max(cfg.push_batch, cfg.max_inflight // cfg.producer_procs)
+    gate = InflightGate(share)
+    reporter = Reporter("producer", index, PRODUCER_FIELDS, queue, start_ns, cfg.report)
+    sequences = [0] * cfg.partitions
+    push_url = f"{url}/api/v1/push"
+    tx = 0
+    tasks: set[asyncio.Task] = set()
+    connector = aiohttp.TCPConnector(limit=512, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=cfg.push_timeout)
+
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def push(body: bytes, n: int) -> None:
+            c = reporter.counters
+            c["push_reqs"] += 1
+            try:
+                async with session.post(push_url, data=body, headers=JSON_HEADERS) as response:
+                    raw = await response.read()
+                    c = reporter.counters
+                    if response.status != 201:
+                        c["push_err"] += 1
+                        c["push_err_msgs"] += n
+                        return
+                    ok = sum(1 for item in orjson.loads(raw) if item.get("status") != "failed")
+                    c["accepted"] += ok
+                    if ok < n:
+                        c["push_err"] += 1
+                        c["push_err_msgs"] += n - ok
+            except Exception:
+                c = reporter.counters
+                c["push_err"] += 1
+                c["push_err_msgs"] += n
+            finally:
+                gate.give(n)
+
+        report_task = asyncio.create_task(reporter.run())
+        while not abort.is_set():
+            now = time.time_ns()
+            for push_index, instant in pacer.due(now):
+                c = reporter.counters
+                c["offered"] += cfg.push_batch
+                lag = now - instant
+                if lag > reporter.pacer_lag_max_ns:
+                    reporter.pacer_lag_max_ns = lag
+                if not gate.try_take(cfg.push_batch):
+                    c["shed"] += cfg.push_batch
+                    continue
+                partition = partition_of(cfg, push_index, instant, start_ns)
+                body = build_push_body(cfg, index, partition, sequences, instant, tx)
+                tx += cfg.push_batch
+                task = asyncio.create_task(push(body, cfg.push_batch))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            upcoming = pacer.next_instant()
+            if upcoming is None:
+                break
+            await asyncio.sleep(max(0.0, min((upcoming - time.time_ns()) / 1e9, 0.05)))
+        if tasks:
+            await asyncio.wait(list(tasks))
+        report_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await report_task
+        reporter.send(final=True)
+
+
+# ----------------------------------------------------------------------------- consumers
+
+
+def consumer_assignments(cfg: BenchConfig, proc: int) -> list[tuple[str | None, int]]:
+    """The (group, consumer slot) pairs this consumer process runs: round robin over processes."""
+    pairs = [(group, slot) for group in cfg.group_names for slot in range(cfg.consumers)]
+    return pairs[proc::cfg.consumer_procs]
+
+
+def consumer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, stop) -> None:
+    _child_setup()
+    asyncio.run(_consume(cfg, index, url, start_ns, queue, stop))
+
+
+async def _consume(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, stop) -> None:
+    import aiohttp
+
+    reporter = Reporter("consumer", index, CONSUMER_FIELDS, queue, start_ns, cfg.report)
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=cfg.pop_timeout_ms / 1000 + 30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        report_task = asyncio.create_task(reporter.run())
+        workers = [asyncio.create_task(_consumer(cfg, session, url, group, slot, reporter, stop))
+                   for group, slot in consumer_assignments(cfg, index)]
+        await asyncio.gather(*workers)
+        report_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await report_task
+        reporter.send(final=True)
+
+
+async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot: int,
+                    reporter: Reporter, stop) -> None:
+    """One closed-loop drainer: pop, record the latencies, ack (sync or async), repeat."""
+    import orjson
+
+    params = {"batch": str(cfg.pop_batch), "subscriptionMode": "all"}
+    if group is not None:
+        params["consumerGroup"] = group
+    if not cfg.manual_ack:
+        params["autoAck"] = "true"
+    if cfg.per_partition:
+        mine = list(range(slot, cfg.partitions, cfg.consumers))
+        params.update(wait="false")
+        pop_urls = [f"{url}/api/v1/pop/queue/{cfg.queue}/partition/{partition_name(p)}" for p in mine]
+    else:
+        params.update(wait="true", timeout=str(cfg.pop_timeout_ms), partitions=str(cfg.pop_partitions))
+        pop_urls = [f"{url}/api/v1/pop/queue/{cfg.queue}"]
+    ack_url = f"{url}/api/v1/ack/batch"
+    ack_slots = asyncio.Semaphore(cfg.ack_inflight)
+    ack_tasks: set[asyncio.Task] = set()
+    position = 0
+    empty_streak = 0
+
+    async def ack(body: bytes, n: int) -> None:
+        sent = time.perf_counter_ns()
+        try:
+            async with session.post(ack_url, data=body, headers=JSON_HEADERS) as response:
+                raw = await response.read()
+                c = reporter.counters
+                c["ack_reqs"] += 1
+                c["ack_rtt_ns"] += time.perf_counter_ns() - sent
+                if response.status != 200:
+                    c["ack_err"] += 1
+                    c["ack_err_msgs"] += n
+                    return
+                ok = sum(1 for item in orjson.loads(raw) if item.get("success"))
+                c["acked"] += ok
+                if ok < n:
+                    c["ack_err"] += 1
+                    c["ack_err_msgs"] += n - ok
+        except Exception:
+            c = reporter.counters
+            c["ack_err"] += 1
+            c["ack_err_msgs"] += n
+
+    async def ack_async(body: bytes, n: int) -> None:
+        try:
+            await ack(body, n)
+        finally:
+            ack_slots.release()
+
+    while not stop.is_set():
+        pop_url = pop_urls[position]
+        position = (position + 1) % len(pop_urls)
+        try:
+            async with session.get(pop_url, params=params) as response:
+                raw = await response.read()
+                status = response.status
+        except Exception:
+            reporter.counters["pop_err"] += 1
+            await asyncio.sleep(0.1)
+            continue
+        received = time.time_ns()
+        c = reporter.counters
+        c["pop_reqs"] += 1
+        if status == 204:
+            c["empty_pops"] += 1
+            empty_streak += 1
+            if cfg.per_partition and empty_streak >= len(pop_urls):
+                empty_streak = 0
+                await asyncio.sleep(0.01)
+            continue
+        if status != 200:
+            c["pop_err"] += 1
+            await asyncio.sleep(0.1)
+            continue
+        empty_streak = 0
+        messages = orjson.loads(raw)["messages"]
+        n = len(messages)
+        c["popped"] += n
+        reporter.latency.record_many([(received - m["data"]["s"]) // 1000 for m in messages])
+        if not cfg.manual_ack:
+            c["acked"] += n  # the pop committed them (server auto-ack)
+            continue
+        body = orjson.dumps({"consumerGroup": group, "acknowledgments": [
+            {"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": "completed"} for m in messages]})
+        if cfg.ack_async:
+            await ack_slots.acquire()  # an ack is never shed: the consumer waits instead
+            task = asyncio.create_task(ack_async(body, n))
+            ack_tasks.add(task)
+            task.add_done_callback(ack_tasks.discard)
+        else:
+            await ack(body, n)
+    if ack_tasks:
+        await asyncio.wait(list(ack_tasks))

@@ -1,0 +1,140 @@
+"""What a run prints and writes: the header, one line per interval, the final aggregate line,
+``--json`` (config, every interval, final) and ``--plot`` (throughput, latency, memory).
+
+The fields and their order follow Queen's goload reports, so a reginamq report can be read
+beside a Queen report line by line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reginamq.bench.config import BenchConfig
+
+
+def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
+    """The configuration, printed first (Queen's ``goload -mode openloop ->`` lines)."""
+    mode = "queue mode" if cfg.groups <= 0 else f"groups={cfg.groups} (fan-out)"
+    pops = "per-partition" if cfg.per_partition else f"wildcard, {cfg.pop_partitions} partition(s) per pop"
+    ack = "manualAck=false (autoAck)"
+    if cfg.manual_ack:
+        ack = f"manualAck=true ackAsync={str(cfg.ack_async).lower()}"
+        ack += f" ackInflight={cfg.ack_inflight}" if cfg.ack_async else ""
+    rotation = (f"active={cfg.active} (rotate every {cfg.rotate_seconds:g} s) | "
+                f"{cfg.rate / cfg.active:,.1f} msg/s per active partition | space covered in "
+                f"{cfg.partitions / cfg.active * cfg.rotate_seconds:,.0f} s"
+                if cfg.active < cfg.partitions
+                else f"active=all | {cfg.rate / cfg.partitions:,.1f} msg/s per partition")
+    lines = [
+        f"reginamq bench -mode openloop -> queue={cfg.queue} partitions={cfg.partitions} "
+        f"consumers={cfg.consumers} {mode} {ack}",
+        f"  offered: rate={cfg.rate:,.0f} msg/s | push-batch={cfg.push_batch} -> {cfg.push_req_rate:,.1f} req/s "
+        f"across {cfg.producer_procs} producer proc(s) | max-inflight={cfg.max_inflight} | payload={cfg.payload}B",
+        f"  partitions: space={cfg.partitions} | {rotation}",
+        f"  consumers: {cfg.total_consumers} drainers in {cfg.consumer_procs} consumer proc(s) | "
+        f"pop-batch={cfg.pop_batch} | {pops}",
+        f"  duration={cfg.duration:g} s | report every {cfg.report:g} s | drain up to {cfg.drain:g} s",
+        f"  target: {target}",
+        f"  cpu: {cpu_scope}",
+    ]
+    return lines
+
+
+def configure_line(cfg: BenchConfig) -> str | None:
+    options = cfg.queue_options()
+    if not options:
+        return None
+    return f"[configure] queue={cfg.queue} " + " ".join(f"{k}={v}" for k, v in options.items())
+
+
+def _num(value) -> str:
+    return f"{value:,}"
+
+
+def _opt(value, fmt: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{fmt}}{unit}"
+
+
+def line(row: dict) -> str:
+    """One interval line: cumulative counts, the interval's rates, latency and costs."""
+    tag = f"[{row['t']:>5.0f}s{'*' if row.get('phase') == 'drain' else ' '}]"
+    return (f"{tag} offered={_num(row['offered'])} accepted={_num(row['accepted'])} shed={_num(row['shed'])} "
+            f"popped={_num(row['popped'])} acked={_num(row['acked'])} "
+            f"err={row['push_err']}/{row['pop_err']}/{row['ack_err']} | "
+            f"in={row['in_rate']:,.0f}/s out={row['out_rate']:,.0f}/s | "
+            f"e2e p50={row['p50_ms']:.1f} p99={row['p99_ms']:.1f} p99.9={row['p999_ms']:.1f} ms | "
+            f"ack rtt={row['ack_rtt_ms']:.1f} ms | "
+            f"cpu broker={_opt(row['cpu_broker'], '.2f')} pg={row['cpu_pg']:.2f} gen={row['cpu_gen']:.2f} | "
+            f"rss={_opt(row['broker_rss_mb'], ',.0f', ' MB')} db={_opt(row['db_mb'], ',.0f', ' MB')}")
+
+
+def final_line(final: dict) -> str:
+    """The whole-run aggregate (Queen's final line), rates over the load duration."""
+    return (f"[final {final['duration_s']:.0f}s] offered={_num(final['offered'])} accepted={_num(final['accepted'])} "
+            f"shed={_num(final['shed'])} popped={_num(final['popped'])} acked={_num(final['acked'])} "
+            f"push/pop/ack errors={final['push_err']}/{final['pop_err']}/{final['ack_err']} | "
+            f"in={final['in_rate']:,.0f}/s out={final['out_rate']:,.0f}/s | "
+            f"e2e p50={final['p50_ms']:.2f} p99={final['p99_ms']:.2f} p99.9={final['p999_ms']:.2f} ms | "
+            f"avg ack rtt={final['ack_rtt_ms']:.2f} ms | "
+            f"cpu broker={_opt(final['cpu_broker'], '.2f')} pg={final['cpu_pg']:.2f} gen={final['cpu_gen']:.2f} "
+            f"(busiest gen proc {final['cpu_gen_busiest']:.2f}) | "
+            f"rss max={_opt(final['broker_rss_mb_max'], ',.0f', ' MB')} db={_opt(final['db_mb'], ',.0f', ' MB')}")
+
+
+def summary_lines(final: dict) -> list[str]:
+    """Derived figures a reader wants next to the final line."""
+    lines = []
+    cores = (final["cpu_broker"] or 0.0) + final["cpu_pg"]
+    if final["cpu_broker"] is not None and cores > 0:
+        lines.append(f"  efficiency: {final['in_rate'] / cores:,.0f} msg/s per core of broker + PostgreSQL "
+                     f"({cores:.2f} cores)")
+    lines.append(f"  generator: {final['cpu_gen']:.2f} cores, busiest process {final['cpu_gen_busiest']:.2f} "
+                 f"cores, worst pacer lag {final['pacer_lag_max_ms']:.1f} ms")
+    if final["push_err_msgs"] or final["ack_err_msgs"]:
+        lines.append(f"  messages lost to errors: push {final['push_err_msgs']:,}, ack {final['ack_err_msgs']:,}")
+    return lines
+
+
+def write_json(path: Path, cfg: BenchConfig, header_lines: list[str], intervals: list[dict], final: dict,
+               extra: dict | None = None) -> None:
+    document = {"config": cfg.to_dict(), "header": header_lines, "intervals": intervals, "final": final,
+                **(extra or {})}
+    Path(path).write_text(json.dumps(document, indent=2) + "\n")
+
+
+def check_plot_available() -> None:
+    """Fail before the run, not after it, when --plot cannot work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as error:
+        raise RuntimeError("--plot needs matplotlib: pip install 'reginamq[plot]'") from error
+
+
+def write_plot(path: Path, cfg: BenchConfig, intervals: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [row["t"] for row in intervals]
+    figure, (throughput, latency, memory) = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    throughput.plot(t, [row["in_rate"] for row in intervals], label="in (accepted/s)")
+    throughput.plot(t, [row["out_rate"] for row in intervals], label="out (acked/s)")
+    throughput.axhline(cfg.rate, color="grey", linestyle=":", label="offered")
+    throughput.set_ylabel("msg/s")
+    throughput.legend(loc="lower right")
+    latency.plot(t, [row["p50_ms"] for row in intervals], label="e2e p50")
+    latency.plot(t, [row["p99_ms"] for row in intervals], label="e2e p99")
+    latency.set_ylabel("ms (CO-corrected)")
+    latency.set_yscale("log")
+    latency.legend(loc="upper right")
+    memory.plot(t, [row["broker_rss_mb"] or 0 for row in intervals], label="broker RSS")
+    memory.set_ylabel("MB")
+    memory.set_xlabel("seconds")
+    memory.legend(loc="lower right")
+    figure.suptitle(f"reginamq bench: {cfg.rate:,.0f} msg/s offered, push batch {cfg.push_batch}, "
+                    f"{cfg.partitions} partitions, {cfg.payload} B")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

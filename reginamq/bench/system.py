@@ -1,0 +1,187 @@
+"""What the run costs: CPU cores of the broker, of PostgreSQL and of the load generator itself,
+the broker's resident memory and the database size, sampled once per report interval.
+
+CPU is attributed by process tree, so the three figures do not overlap:
+
+* broker: the ``reginamq serve`` process and all its descendants (granian workers), minus any
+  PostgreSQL process;
+* PostgreSQL: the postmaster whose command line names the broker's data folder and all its
+  children (backends, WAL writer, autovacuum...) — or, for an external broker (``--url``), every
+  process named ``postgres`` on the machine;
+* generator: this bench process and its descendants (producer and consumer processes), minus
+  the broker tree (an own broker is our child) and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import psutil
+
+POSTGRES_NAMES = ("postgres", "postmaster")
+
+
+def _is_postgres(proc: psutil.Process) -> bool:
+    try:
+        return proc.name() in POSTGRES_NAMES or proc.name().startswith("pg_")
+    except psutil.Error:
+        return False
+
+
+def tree(root_pid: int) -> list[psutil.Process]:
+    """A process and all its descendants (empty if it is gone)."""
+    try:
+        root = psutil.Process(root_pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def broker_tree(root_pid: int) -> list[psutil.Process]:
+    return [p for p in tree(root_pid) if not _is_postgres(p)]
+
+
+def all_postgres() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["name"]) if p.info["name"] in POSTGRES_NAMES]
+
+
+def postgres_of(data_dir: str) -> Callable[[], list[psutil.Process]]:
+    """The processes of the PostgreSQL server whose postmaster runs on ``data_dir``."""
+    found: dict = {}
+
+    def finder() -> list[psutil.Process]:
+        pid = found.get("pid")
+        if pid is None or not psutil.pid_exists(pid):
+            found.pop("pid", None)
+            for proc in psutil.process_iter(["name", "cmdline"]):
+                if proc.info["name"] in POSTGRES_NAMES and data_dir in " ".join(proc.info["cmdline"] or ()):
+                    found["pid"] = proc.pid
+                    break
+            else:
+                return []
+        return tree(found["pid"])
+
+    return finder
+
+
+def listening_broker(url: str) -> int | None:
+    """The top ``reginamq`` process listening on the URL's port, for an external broker on this machine."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+        return None
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            proc = psutil.Process(conn.pid)
+            with contextlib.suppress(psutil.Error):
+                while (parent := proc.parent()) is not None and "reginamq" in " ".join(parent.cmdline()):
+                    proc = parent
+            return proc.pid
+    return None
+
+
+class CpuMeter:
+    """CPU cores used by a changing set of processes between two samples.
+
+    A process seen for the first time counts from its start if it started after the previous
+    sample, otherwise from now (its earlier CPU belongs to earlier intervals we did not watch).
+    """
+
+    def __init__(self, finder: Callable[[], list[psutil.Process]]):
+        self.finder = finder
+        self.last: dict[int, float] = {}
+        self.started: dict[int, float] = {}
+        self.last_time: float | None = None
+        self.busiest = 0.0
+
+    def sample(self) -> tuple[float, float, list[psutil.Process]]:
+        """``(cores, resident bytes, processes)`` since the previous sample."""
+        now = time.time()
+        spent = 0.0
+        rss = 0.0
+        current: dict[int, float] = {}
+        busiest = 0.0
+        procs = self.finder()
+        wall = (now - self.last_time) if self.last_time else 0.0
+        for proc in procs:
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    used = times.user + times.system
+                    rss += proc.memory_info().rss
+                    created = proc.create_time()
+            except psutil.Error:
+                continue
+            current[proc.pid] = used
+            if proc.pid in self.last:
+                delta = used - self.last[proc.pid]
+            elif self.last_time is not None and created >= self.last_time - 0.01:
+                delta = used
+            else:
+                delta = 0.0
+            spent += max(0.0, delta)
+            if wall > 0:
+                busiest = max(busiest, delta / wall)
+        self.last = current
+        self.last_time = now
+        self.busiest = busiest
+        return (spent / wall if wall > 0 else 0.0), rss, procs
+
+
+class SystemSampler:
+    """The three CPU meters, the broker's memory and the database size, sampled together."""
+
+    def __init__(self, broker_finder, postgres_finder, database_url: str | None,
+                 postgres_scope: str, broker_scope: str):
+        self.broker = CpuMeter(broker_finder) if broker_finder else None
+        self.postgres = CpuMeter(postgres_finder)
+        self.generator = CpuMeter(self._generator_processes)
+        self.database_url = database_url
+        self.postgres_scope = postgres_scope
+        self.broker_scope = broker_scope
+        self._excluded: set[int] = set()
+        self._conn = None
+
+    def _generator_processes(self) -> list[psutil.Process]:
+        return [p for p in tree(psutil.Process().pid) if p.pid not in self._excluded and not _is_postgres(p)]
+
+    async def sample(self) -> dict:
+        broker_cores = broker_rss = None
+        if self.broker is not None:
+            broker_cores, rss, procs = self.broker.sample()
+            broker_rss = rss
+            self._excluded = {p.pid for p in procs}
+        pg_cores, _, pg_procs = self.postgres.sample()
+        self._excluded |= {p.pid for p in pg_procs}
+        gen_cores, _, _ = self.generator.sample()
+        return {"cpu_broker": broker_cores, "cpu_pg": pg_cores, "cpu_gen": gen_cores,
+                "cpu_gen_busiest": self.generator.busiest,
+                "broker_rss_mb": None if broker_rss is None else broker_rss / 1e6,
+                "db_mb": await self.database_mb()}
+
+    async def database_mb(self) -> float | None:
+        if not self.database_url:
+            return None
+        try:
+            if self._conn is None or self._conn.is_closed():
+                import asyncpg
+
+                self._conn = await asyncpg.connect(self.database_url, timeout=5)
+            size = await self._conn.fetchval("SELECT pg_database_size(current_database())", timeout=5)
+            return size / 1e6
+        except Exception:
+            self._conn = None
+            return None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
