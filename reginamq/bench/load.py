@@ -210,6 +210,9 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
             finally:
                 gate.give(n)
 
+        with contextlib.suppress(Exception):  # warm the pool up before the first instant
+            async with session.get(f"{url}/health") as response:
+                await response.read()
         report_task = asyncio.create_task(reporter.run())
         while not abort.is_set():
             now = time.time_ns()

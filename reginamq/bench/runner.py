@@ -196,7 +196,8 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
         if stop_sent_at is not None and (consumers_left == 0 or time.monotonic() - stop_sent_at > 60):
             read_reports()
             now = time.time_ns()
-            if any(current.counters.values()):
+            if any(current.counters[key] for key in ("offered", "accepted", "popped", "acked", "push_err",
+                                                     "pop_err", "ack_err")):
                 await emit(now)
             return rows, final_figures(cfg, rows, totals, (now - start_ns) / 1e9)
 

@@ -35,6 +35,17 @@ async def apply_schema(dsn: str) -> None:
         await conn.close()
 
 
+async def _reset(conn: asyncpg.Connection) -> None:
+    """Cheaper than asyncpg's default reset, which costs a round trip per request.
+
+    The broker sets no session state, takes only transaction-scoped advisory locks and LISTENs
+    on its own dedicated connection, so the only thing to undo is a transaction a cancelled
+    request may have left open.
+    """
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 async def create_pool(dsn: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         dsn,
@@ -42,5 +53,6 @@ async def create_pool(dsn: str, size: int) -> asyncpg.Pool:
         max_size=size,
         command_timeout=60,
         max_inactive_connection_lifetime=300,
+        reset=_reset,
         server_settings={"application_name": "reginamq"},
     )
