@@ -17,6 +17,7 @@ import asyncpg
 
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
+from reginamq.engine.fusion import PushFusion
 from reginamq.engine.waiters import Waiters
 from reginamq.store.database import create_pool
 
@@ -42,6 +43,7 @@ class Broker:
         self.settings = settings
         self.waiters = Waiters()
         self.pool: asyncpg.Pool | None = None
+        self.pushes = PushFusion(self.run)
 
     async def start(self) -> None:
         dsn = self.settings.database_url

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import queue as queue_module
 import time
 import uuid
@@ -20,7 +21,7 @@ import uuid
 from reginamq.bench.config import BenchConfig, partition_name
 from reginamq.bench.display import Display
 from reginamq.bench.load import Reporter, _child_setup
-from reginamq.bench.system import CpuMeter
+from reginamq.bench.system import CpuMeter, is_postgres, tree
 
 FIELDS = ("inserted", "deleted", "insert_err", "delete_err", "inserts", "deletes")
 START_DELAY_S = 2.0
@@ -129,12 +130,15 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
     pg = CpuMeter(postgres_finder)
     totals = dict.fromkeys(FIELDS, 0)
     interval = dict.fromkeys(FIELDS, 0)
+    generator = CpuMeter(lambda: [p for p in tree(os.getpid()) if not is_postgres(p)])
     pg_cores: list[float] = []
+    gen_samples: list[float] = []
     for process in processes:
         process.start()
     try:
         await asyncio.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
         pg.sample()
+        generator.sample()
         left = len(processes)
         tick, last = 1, start_ns
         while left:
@@ -151,14 +155,15 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
             now = time.time_ns()
             display.update((now - start_ns) / 1e9, "ceiling", f"in {totals['inserted']:,} out {totals['deleted']:,}")
             due = start_ns + tick * int(cfg.report * 1e9)
-            if (now >= due + 250_000_000 and due <= start_ns + cfg.duration * 1e9) or not left:
-                seconds = ((due if left else now) - last) / 1e9
-                cores = pg.sample()[0]
-                if left:
-                    pg_cores.append(cores)
-                display.print(f"[{(due - start_ns) / 1e9 if left else cfg.duration:>5.0f}s] "
+            if now >= due + 250_000_000 and due <= start_ns + cfg.duration * 1e9 + 1e6:
+                seconds = (due - last) / 1e9
+                cores, gen_cores = pg.sample()[0], generator.sample()[0]
+                pg_cores.append(cores)
+                gen_samples.append(gen_cores)
+                display.print(f"[{(due - start_ns) / 1e9:>5.0f}s] "
                               f"in={interval['inserted'] / seconds:,.0f}/s out={interval['deleted'] / seconds:,.0f}/s "
-                              f"errors={interval['insert_err']}/{interval['delete_err']} | cpu pg={cores:.2f}")
+                              f"errors={interval['insert_err']}/{interval['delete_err']} | "
+                              f"cpu pg={cores:.2f} gen={gen_cores:.2f}")
                 interval = dict.fromkeys(FIELDS, 0)
                 last, tick = due, tick + 1
     finally:
@@ -177,7 +182,8 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
     in_rate = totals["inserted"] / cfg.duration
     out_rate = totals["deleted"] / cfg.duration
     return {"in_rate": in_rate, "out_rate": out_rate, "per_side": min(in_rate, out_rate),
-            "cpu_pg": sum(pg_cores) / len(pg_cores) if pg_cores else 0.0, **totals,
+            "cpu_pg": sum(pg_cores) / len(pg_cores) if pg_cores else 0.0,
+            "cpu_gen": sum(gen_samples) / len(gen_samples) if gen_samples else 0.0, **totals,
             "writers": writers, "readers": readers, "duration_s": cfg.duration}
 
 
@@ -188,7 +194,7 @@ def _share(total: int, procs: int, index: int) -> int:
 def ceiling_lines(result: dict, broker_rate: float | None) -> list[str]:
     lines = [f"[final {result['duration_s']:.0f}s] inserted={result['inserted']:,} deleted={result['deleted']:,} "
              f"errors={result['insert_err']}/{result['delete_err']} | in={result['in_rate']:,.0f}/s "
-             f"out={result['out_rate']:,.0f}/s | cpu pg={result['cpu_pg']:.2f}",
+             f"out={result['out_rate']:,.0f}/s | cpu pg={result['cpu_pg']:.2f} gen={result['cpu_gen']:.2f}",
              f"  ceiling per side (lesser of in and out): {result['per_side']:,.0f} msg/s"]
     if broker_rate is not None and result["per_side"] > 0:
         lines.append(f"  broker/ceiling: {broker_rate:,.0f} / {result['per_side']:,.0f} = "

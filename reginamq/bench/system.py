@@ -24,7 +24,7 @@ import psutil
 POSTGRES_NAMES = ("postgres", "postmaster")
 
 
-def _is_postgres(proc: psutil.Process) -> bool:
+def is_postgres(proc: psutil.Process) -> bool:
     try:
         return proc.name() in POSTGRES_NAMES or proc.name().startswith("pg_")
     except psutil.Error:
@@ -41,7 +41,7 @@ def tree(root_pid: int) -> list[psutil.Process]:
 
 
 def broker_tree(root_pid: int) -> list[psutil.Process]:
-    return [p for p in tree(root_pid) if not _is_postgres(p)]
+    return [p for p in tree(root_pid) if not is_postgres(p)]
 
 
 def all_postgres() -> list[psutil.Process]:
@@ -150,7 +150,7 @@ class SystemSampler:
         self._conn = None
 
     def _generator_processes(self) -> list[psutil.Process]:
-        return [p for p in tree(psutil.Process().pid) if p.pid not in self._excluded and not _is_postgres(p)]
+        return [p for p in tree(psutil.Process().pid) if p.pid not in self._excluded and not is_postgres(p)]
 
     async def sample(self) -> dict:
         broker_cores = broker_rss = None

@@ -18,7 +18,7 @@ from reginamq.engine.names import check_name, check_queue_name
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-PUSH_SQL = "SELECT item, outcome, message_id FROM rq_push($1, $2, $3, $4, $5, $6::jsonb)"
+PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6::jsonb)"
 
 
 class PushItem(msgspec.Struct, forbid_unknown_fields=False):
@@ -81,20 +81,44 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
     return prepared
 
 
-async def write(conn, prepared: PreparedPush) -> list[dict]:
-    """Run rq_push on ``conn`` (inside the caller's transaction, if any) and build the answer."""
-    outcomes: list[tuple[str, str]] = []
-    if prepared.queues:
-        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
-                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS)
-        outcomes = [(row["outcome"], str(row["message_id"])) for row in rows]
-    answer = []
+async def execute(conn, prepared: PreparedPush) -> dict[int, str]:
+    """Run rq_push on ``conn``; returns {column index: original message id} for duplicates."""
+    if not prepared.queues:
+        return {}
+    rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+                            prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS)
+    return {row[0]: row[1] for row in rows}
+
+
+def answer(prepared: PreparedPush, duplicates: dict[int, str]) -> list[dict]:
+    """The per-item answer, aligned with the request's items."""
+    out = []
     seen: set[int] = set()
-    for index, (slot, txid, queue) in enumerate(prepared.slots):
-        status, message_id = outcomes[slot]
-        if slot in seen:
-            status = "duplicate"
-        seen.add(slot)
-        answer.append({"index": index, "message_id": message_id, "transaction_id": txid,
-                       "queueName": queue, "status": status})
-    return answer
+    for index, (column, txid, queue) in enumerate(prepared.slots):
+        original = duplicates.get(column)
+        status = "duplicate" if original is not None or column in seen else "queued"
+        seen.add(column)
+        out.append({"index": index, "message_id": original or prepared.message_ids[column],
+                    "transaction_id": txid, "queueName": queue, "status": status})
+    return out
+
+
+async def write(conn, prepared: PreparedPush) -> list[dict]:
+    """Push on ``conn`` (inside the caller's transaction, if any) and build the answer."""
+    return answer(prepared, await execute(conn, prepared))
+
+
+def merge(batch: list[PreparedPush]) -> PreparedPush:
+    """Many requests' columns as one rq_push call (push fusion); slots are not merged."""
+    merged = PreparedPush([], [], [], [], [], [])
+    for prepared in batch:
+        merged.queues += prepared.queues
+        merged.partitions += prepared.partitions
+        merged.txids += prepared.txids
+        merged.message_ids += prepared.message_ids
+        merged.fragments += prepared.fragments
+    return merged
+
+
+def keys(prepared: PreparedPush) -> set[tuple[str, str, str]]:
+    return set(zip(prepared.queues, prepared.partitions, prepared.txids, strict=True))

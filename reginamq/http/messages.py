@@ -23,9 +23,7 @@ SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 
 async def push(broker: Broker, request: Request) -> responses.Response:
     body = request.json(pushes.PushBody)
-    prepared = pushes.prepare(body.items)
-    answer = await broker.run(lambda conn: pushes.write(conn, prepared))
-    return responses.json(201, answer)
+    return responses.json(201, await broker.pushes.push(pushes.prepare(body.items)))
 
 
 async def pop_queue(broker: Broker, request: Request) -> responses.Response:

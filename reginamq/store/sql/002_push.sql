@@ -2,7 +2,7 @@
 -- Items arrive in request order, already free of in-request duplicates. Queues and partitions
 -- a push names are created on first sight; partitions are locked in ascending id order (the
 -- order acks also use), so concurrent pushes never deadlock. Each (partition) group becomes
--- one segment row. Returns, per item, 'queued' or 'duplicate' and the message id to report.
+-- one segment row. Returns the items that were duplicates, with the original message id.
 CREATE OR REPLACE FUNCTION rq_push(
     p_queue      text[],
     p_partition  text[],
@@ -10,7 +10,7 @@ CREATE OR REPLACE FUNCTION rq_push(
     p_msg_id     uuid[],
     p_payload    bytea[],
     p_new_queue_options jsonb
-) RETURNS TABLE (item int, outcome text, message_id uuid)
+) RETURNS TABLE (item int, original_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz;
@@ -88,13 +88,12 @@ BEGIN
     PERFORM pg_notify('rq_push', s.qname)
     FROM (SELECT DISTINCT t.qname FROM unnest(p_queue, v_fresh) AS t(qname, fresh) WHERE t.fresh) s;
 
+    -- Only duplicates come back (with the id of the message already stored): the broker
+    -- minted every other id itself.
     RETURN QUERY
-    SELECT (t.ord - 1)::int,
-           CASE WHEN t.fresh THEN 'queued' ELSE 'duplicate' END,
-           CASE WHEN t.fresh THEN t.msg_id
-                ELSE (SELECT d.message_id FROM rq_dedup d
-                      WHERE d.partition_id = t.pid AND d.transaction_id = t.txid) END
-    FROM unnest(v_pids, p_txid, p_msg_id, v_fresh) WITH ORDINALITY AS t(pid, txid, msg_id, fresh, ord)
-    ORDER BY t.ord;
+    SELECT (t.ord - 1)::int, d.message_id
+    FROM unnest(v_pids, p_txid, v_fresh) WITH ORDINALITY AS t(pid, txid, fresh, ord)
+    JOIN rq_dedup d ON d.partition_id = t.pid AND d.transaction_id = t.txid
+    WHERE NOT t.fresh;
 END;
 $$;

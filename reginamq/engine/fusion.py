@@ -1,0 +1,81 @@
+"""Push fusion: concurrent push requests of one process share one rq_push call.
+
+While a flush is in flight, newly arriving pushes wait in a queue; the next flush takes them
+all (up to a cap) and writes them in one statement and one commit. The batch therefore grows
+with load instead of being configured, and the fixed cost of a call (round trip, procedure
+entry, partition lock round, commit) is paid once per flush rather than once per request.
+
+Each request still gets its own answer, and a request is acknowledged only after the commit
+that holds its messages. Two requests naming the same (queue, partition, transactionId) never
+share a flush: the later one waits for the next, so deduplication sees the first one stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from reginamq.engine import push
+
+MAX_ITEMS_PER_FLUSH = 5_000
+MAX_FLUSHES_IN_FLIGHT = 2
+
+
+class PushFusion:
+    def __init__(self, run):
+        self._run = run
+        self._pending: deque[tuple[push.PreparedPush, asyncio.Future]] = deque()
+        self._in_flight = 0
+
+    async def push(self, prepared: push.PreparedPush) -> list[dict]:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((prepared, future))
+        if self._in_flight < MAX_FLUSHES_IN_FLIGHT:
+            self._in_flight += 1
+            asyncio.get_running_loop().create_task(self._flush_while_pending())
+        return await future
+
+    async def _flush_while_pending(self) -> None:
+        try:
+            while self._pending:
+                await self._flush(self._take())
+        finally:
+            self._in_flight -= 1
+
+    def _take(self) -> list[tuple[push.PreparedPush, asyncio.Future]]:
+        batch, taken_keys, deferred, items = [], set(), deque(), 0
+        while self._pending and items < MAX_ITEMS_PER_FLUSH:
+            prepared, future = self._pending.popleft()
+            if future.done():  # the request went away before its turn
+                continue
+            request_keys = push.keys(prepared)
+            if batch and (request_keys & taken_keys or items + len(prepared.queues) > MAX_ITEMS_PER_FLUSH):
+                deferred.append((prepared, future))
+                continue
+            batch.append((prepared, future))
+            taken_keys |= request_keys
+            items += len(prepared.queues)
+        self._pending.extendleft(reversed(deferred))
+        return batch
+
+    async def _flush(self, batch) -> None:
+        if not batch:
+            return
+        merged = push.merge([prepared for prepared, _ in batch])
+        try:
+            duplicates = await self._run(lambda conn: push.execute(conn, merged))
+        except BaseException as error:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        offset = 0
+        for prepared, future in batch:
+            size = len(prepared.queues)
+            if not future.done():
+                mine = {column - offset: original for column, original in duplicates.items()
+                        if offset <= column < offset + size}
+                future.set_result(push.answer(prepared, mine))
+            offset += size
