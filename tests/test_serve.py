@@ -77,11 +77,21 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
         target = database_url.replace("/postgres?", f"/{name}?")
-        await asyncio.gather(*(apply_schema(target) for _ in range(4)))
-        await apply_schema(target)
+        applied = await asyncio.gather(*(apply_schema(target) for _ in range(4)))
+        assert sorted(applied) == [False, False, False, True]  # one applies, the others find it done
+        assert await apply_schema(target) is False
         conn = await asyncpg.connect(target)
         try:
             tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rq_%'")}
+            # an older version whose rq_push returned something else: an upgrade must replace it
+            await conn.execute("DROP FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb)")
+            await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb) "
+                               "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
+            await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
+            assert await apply_schema(target) is True
+            returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{t}', "
+                                        "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb)")
+            assert returned == []  # the current function: a fresh push answers no duplicates
         finally:
             await conn.close()
         assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",

@@ -1,12 +1,15 @@
 """The asyncpg pool and the schema.
 
-The schema is a folder of numbered ``.sql`` files, each idempotent, applied in order at every
-start inside one transaction holding an advisory lock, so several brokers starting at once
-against one database apply it exactly once at a time and never see half of it.
+The schema is a folder of numbered ``.sql`` files, each idempotent, applied in order inside
+one transaction holding an advisory lock, so several brokers starting at once against one
+database apply it one at a time and never see half of it. A digest of the files is kept in
+the database: a broker whose files match it changes nothing, so restarting one node never
+disturbs the others; new files (an upgrade) redefine every function (000_functions.sql).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from importlib import resources
 
@@ -23,14 +26,39 @@ def schema_files() -> list[tuple[str, str]]:
     return [(f.name, f.read_text(encoding="utf-8")) for f in files]
 
 
-async def apply_schema(dsn: str) -> None:
+STATE_SQL = """
+CREATE TABLE IF NOT EXISTS rq_schema_state (
+    id int PRIMARY KEY CHECK (id = 1), digest text NOT NULL, applied_at timestamptz NOT NULL
+)
+"""
+
+
+def schema_digest(files: list[tuple[str, str]]) -> str:
+    digest = hashlib.sha256()
+    for name, sql in files:
+        digest.update(name.encode() + b"\0" + sql.encode() + b"\0")
+    return digest.hexdigest()
+
+
+async def apply_schema(dsn: str) -> bool:
+    """Bring the database to this version's schema; returns whether anything was applied."""
+    files = schema_files()
+    digest = schema_digest(files)
     conn = await asyncpg.connect(dsn)
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
-            for name, sql in schema_files():
+            await conn.execute(STATE_SQL)
+            if await conn.fetchval("SELECT digest FROM rq_schema_state WHERE id = 1") == digest:
+                return False
+            for name, sql in files:
                 log.debug("applying %s", name)
                 await conn.execute(sql)
+            await conn.execute(
+                "INSERT INTO rq_schema_state VALUES (1, $1, now()) "
+                "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()", digest)
+            log.info("database schema applied (%s)", digest[:12])
+            return True
     finally:
         await conn.close()
 

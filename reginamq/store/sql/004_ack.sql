@@ -5,17 +5,11 @@
 -- stops below the lowest retry/failed offset; a failure charges the retry budget once per
 -- delivery and, once it is spent, dead-letters (or drops) the failed message; acking the whole
 -- leased span releases the lease.
-DO $$ BEGIN
-    CREATE TYPE rq_ack_outcome AS (item int, success bool, error text, lease_released bool, dlq bool, noop bool);
-EXCEPTION WHEN duplicate_object THEN NULL;
-END $$;
+CREATE TYPE rq_ack_outcome AS (item int, success bool, error text, lease_released bool, dlq bool, noop bool);
 
 -- One acknowledgement after resolution: its offset in the deliverable range (NULL when the
 -- transactionId is not there) and whether its lease id (if it named one) is the live lease.
-DO $$ BEGIN
-    CREATE TYPE rq_ack_resolved AS (item int, txid text, lease_ok bool, off bigint, status text, err text);
-EXCEPTION WHEN duplicate_object THEN NULL;
-END $$;
+CREATE TYPE rq_ack_resolved AS (item int, txid text, lease_ok bool, off bigint, status text, err text);
 
 CREATE OR REPLACE FUNCTION rq_ack(
     p_group      text[],
