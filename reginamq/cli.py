@@ -37,6 +37,8 @@ def main() -> None:
               help="Largest accepted request body [default: 8 MiB].")
 @click.option("--default-subscription-mode", type=click.Choice(["all", "new"]), default=None,
               help="Where a new named consumer group starts reading [default: all].")
+@click.option("--maintenance-interval", type=click.FloatRange(0.1, 3600), default=None,
+              help="Seconds between retention rounds [default: 5].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None)
 def serve(**flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""

@@ -33,6 +33,7 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     log_level: str = "info"
     default_subscription_mode: str = "all"
+    maintenance_interval: float = 5.0
 
     _ENV: ClassVar[dict[str, str]] = {
         "host": "REGINAMQ_HOST",
@@ -44,6 +45,7 @@ class Settings:
         "max_body_bytes": "REGINAMQ_MAX_BODY_BYTES",
         "log_level": "REGINAMQ_LOG_LEVEL",
         "default_subscription_mode": "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE",
+        "maintenance_interval": "REGINAMQ_MAINTENANCE_INTERVAL",
     }
 
     @classmethod
@@ -76,6 +78,8 @@ class Settings:
 def _coerce(name: str, raw: str) -> object:
     if name in ("port", "workers", "pool_size", "max_body_bytes"):
         return int(raw)
+    if name == "maintenance_interval":
+        return float(raw)
     if name == "data_dir":
         return Path(raw)
     return raw

@@ -19,6 +19,7 @@ from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
 from reginamq.engine.waiters import Waiters
+from reginamq.maintenance.retention import RetentionLoop
 from reginamq.store.database import create_pool
 
 log = logging.getLogger("reginamq.broker")
@@ -44,6 +45,7 @@ class Broker:
         self.waiters = Waiters()
         self.pool: asyncpg.Pool | None = None
         self.pushes = PushFusion(self.run)
+        self.retention = RetentionLoop(self.run, settings.maintenance_interval)
 
     async def start(self) -> None:
         dsn = self.settings.database_url
@@ -51,8 +53,10 @@ class Broker:
             raise RuntimeError("no database URL: start through `reginamq serve`")
         self.pool = await create_pool(dsn, self.settings.pool_size)
         await self.waiters.listen(dsn)
+        self.retention.start()
 
     async def stop(self) -> None:
+        await self.retention.stop()
         await self.waiters.stop()
         if self.pool is not None:
             await self.pool.close()

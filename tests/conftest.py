@@ -47,7 +47,8 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> No
 def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = None,
                  log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, **(extra_env or {})}
+    env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_MAINTENANCE_INTERVAL": "0.3",
+           **(extra_env or {})}
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),

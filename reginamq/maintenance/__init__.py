@@ -1,0 +1,1 @@
+"""Background work: retention and deduplication-key purging, run by one elected process."""

@@ -1,0 +1,138 @@
+"""Retention and the elected maintenance loop, against real broker processes.
+
+The session broker runs its maintenance loop every 0.3 s (see conftest), so effects show up
+within about a second of a message becoming eligible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.conftest import eventually, start_broker, stop_process
+
+
+async def configure(http, queue, **options):
+    response = await http.post("/api/v1/configure", json={"queue": queue, "options": options})
+    assert response.status_code == 200, response.text
+
+
+async def push(http, queue, partition, values):
+    response = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": partition, "payload": v} for v in values]})
+    assert response.status_code == 201
+
+
+async def consume_all(http, queue, group=None):
+    seen = []
+    while True:
+        params = {"batch": 100, **({"consumerGroup": group} if group else {})}
+        response = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+        if response.status_code == 204:
+            return seen
+        messages = response.json()["messages"]
+        seen += [m["data"] for m in messages]
+        acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"]}
+                for m in messages]
+        answer = await http.post("/api/v1/ack/batch", json={"acknowledgments": acks, "consumerGroup": group})
+        assert all(r["success"] for r in answer.json())
+
+
+async def segments(db, queue) -> int:
+    return await db.fetchval("SELECT count(*) FROM rq_segments s JOIN rq_partitions p ON p.id = s.partition_id "
+                             "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+
+
+async def test_completed_messages_are_deleted_after_the_completed_retention(http, db, queue):
+    await configure(http, queue, completedRetentionSeconds=1)
+    for n in range(3):
+        await push(http, queue, "p", [n * 10 + i for i in range(10)])
+    assert sorted(await consume_all(http, queue)) == list(range(30))
+    assert await segments(db, queue) == 3
+    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    log_start = await db.fetchval("SELECT p.log_start FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                                  "WHERE q.name = $1", queue)
+    assert log_start == 30
+    # the partition goes on working past the deleted prefix
+    await push(http, queue, "p", ["after"])
+    assert await consume_all(http, queue) == ["after"]
+
+
+async def test_unconsumed_messages_stay_under_completed_retention(http, db, queue):
+    await configure(http, queue, completedRetentionSeconds=1)
+    await push(http, queue, "p", [1, 2])
+    await asyncio.sleep(2.0)
+    assert await segments(db, queue) == 1
+    assert sorted(await consume_all(http, queue)) == [1, 2]
+
+
+async def test_a_group_that_has_not_read_a_partition_keeps_it(http, db, queue):
+    await configure(http, queue, completedRetentionSeconds=1)
+    await push(http, queue, "a", [1])
+    assert await consume_all(http, queue, group="fast") == [1]
+    # "slow" registers on the queue through another partition, and never reads "a"
+    await push(http, queue, "b", [2])
+    response = await http.get(f"/api/v1/pop/queue/{queue}/partition/b", params={"consumerGroup": "slow"})
+    assert response.status_code == 200
+    await asyncio.sleep(2.0)
+    assert await segments(db, queue) == 2
+    assert await consume_all(http, queue, group="slow") == [1]
+
+
+async def test_retention_seconds_drops_old_messages_consumed_or_not(http, db, queue):
+    await configure(http, queue, retentionEnabled=True, retentionSeconds=1)
+    await push(http, queue, "p", [1, 2, 3])
+    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    response = await http.get(f"/api/v1/pop/queue/{queue}")
+    assert response.status_code == 204
+
+
+async def test_retention_seconds_needs_retention_enabled(http, db, queue):
+    await configure(http, queue, retentionSeconds=1)
+    await push(http, queue, "p", [1])
+    await asyncio.sleep(2.0)
+    assert await segments(db, queue) == 1
+
+
+async def test_expired_dedup_keys_are_purged_and_the_id_is_free_again(http, db, queue):
+    await configure(http, queue, dedupWindowSeconds=1)
+    item = {"queue": queue, "partition": "p", "payload": 1, "transactionId": "once"}
+    first = (await http.post("/api/v1/push", json={"items": [item]})).json()[0]
+    assert first["status"] == "queued"
+    assert (await http.post("/api/v1/push", json={"items": [item]})).json()[0]["status"] == "duplicate"
+    keys = "SELECT count(*) FROM rq_dedup WHERE transaction_id = 'once' AND partition_id = $1"
+    partition_id = await db.fetchval("SELECT p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                                     "WHERE q.name = $1", queue)
+    assert await eventually(lambda: _is(db.fetchval(keys, partition_id), 0), seconds=10) is True
+    again = (await http.post("/api/v1/push", json={"items": [item]})).json()[0]
+    assert again["status"] == "queued" and again["message_id"] != first["message_id"]
+
+
+def test_one_process_of_many_holds_the_maintenance_lease(database_url):
+    """Two nodes of two workers each on one database: exactly one holder, and it stays put."""
+    import asyncpg
+
+    first, _ = start_broker(database_url, workers=2)
+    second, _ = start_broker(database_url, workers=2)
+    try:
+        async def holders():
+            conn = await asyncpg.connect(database_url)
+            try:
+                seen = set()
+                for _ in range(10):
+                    row = await conn.fetchrow("SELECT holder, expires_at > now() AS live FROM rq_leader_leases "
+                                              "WHERE name = 'retention'")
+                    assert row is not None and row["live"]
+                    seen.add(row["holder"])
+                    await asyncio.sleep(0.2)
+                return seen
+            finally:
+                await conn.close()
+
+        assert len(asyncio.run(holders())) == 1
+    finally:
+        stop_process(first)
+        stop_process(second)
+
+
+async def _is(awaitable, expected) -> bool:
+    return (await awaitable) == expected
