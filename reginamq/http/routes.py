@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from reginamq.http import dlq, messages, queues, status
+from reginamq.http import browse, dlq, groups, messages, queues, resources, stats, status, traces
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
@@ -28,6 +28,11 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue),
     ("GET", "/api/v1/dlq", dlq.list_dlq),
     ("GET", "/health", status.health),
+    *resources.ROUTES,
+    *groups.ROUTES,
+    *browse.ROUTES,
+    *traces.ROUTES,
+    *stats.ROUTES,
 ]
 
 
