@@ -39,6 +39,9 @@ def main() -> None:
               help="Where a new named consumer group starts reading [default: all].")
 @click.option("--maintenance-interval", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds between retention rounds [default: 5].")
+@click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
+              help="Where pushes wait (fsynced) while the database is unreachable "
+                   "[default: the user data dir, one folder per database].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None)
 def serve(**flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""

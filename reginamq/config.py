@@ -8,6 +8,7 @@ worker needs must round-trip through :meth:`Settings.to_env` / :meth:`Settings.f
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from pathlib import Path
 from typing import ClassVar
@@ -34,6 +35,7 @@ class Settings:
     log_level: str = "info"
     default_subscription_mode: str = "all"
     maintenance_interval: float = 5.0
+    spool_dir: Path | None = None
 
     _ENV: ClassVar[dict[str, str]] = {
         "host": "REGINAMQ_HOST",
@@ -46,6 +48,7 @@ class Settings:
         "log_level": "REGINAMQ_LOG_LEVEL",
         "default_subscription_mode": "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE",
         "maintenance_interval": "REGINAMQ_MAINTENANCE_INTERVAL",
+        "spool_dir": "REGINAMQ_SPOOL_DIR",
     }
 
     @classmethod
@@ -66,6 +69,14 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    def resolved_spool_dir(self) -> Path:
+        """Where pushes wait while the database is away: one folder per database, so two
+        brokers on different databases never replay into each other's."""
+        if self.spool_dir is not None:
+            return self.spool_dir
+        digest = hashlib.sha256((self.database_url or "").encode()).hexdigest()[:12]
+        return Path(platformdirs.user_data_dir("reginamq")) / "spool" / digest
+
     def to_env(self) -> dict[str, str]:
         out = {}
         for field in dataclasses.fields(self):
@@ -80,7 +91,7 @@ def _coerce(name: str, raw: str) -> object:
         return int(raw)
     if name == "maintenance_interval":
         return float(raw)
-    if name == "data_dir":
+    if name in ("data_dir", "spool_dir"):
         return Path(raw)
     return raw
 

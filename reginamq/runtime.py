@@ -18,6 +18,7 @@ import asyncpg
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
+from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.retention import RetentionLoop
 from reginamq.store.database import create_pool
@@ -44,7 +45,8 @@ class Broker:
         self.settings = settings
         self.waiters = Waiters()
         self.pool: asyncpg.Pool | None = None
-        self.pushes = PushFusion(self.run)
+        self.spool = Spool(settings.resolved_spool_dir(), self.run)
+        self.pushes = PushFusion(self.run, self.spool)
         self.retention = RetentionLoop(self.run, settings.maintenance_interval)
 
     async def start(self) -> None:
@@ -52,12 +54,14 @@ class Broker:
         if not dsn:
             raise RuntimeError("no database URL: start through `reginamq serve`")
         self.pool = await create_pool(dsn, self.settings.pool_size)
+        self.spool.start()
         await self.waiters.listen(dsn)
         self.retention.start()
 
     async def stop(self) -> None:
         await self.retention.stop()
         await self.waiters.stop()
+        await self.spool.stop()
         if self.pool is not None:
             await self.pool.close()
 

@@ -48,7 +48,7 @@ def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = N
                  log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_MAINTENANCE_INTERVAL": "0.3",
-           **(extra_env or {})}
+           "REGINAMQ_SPOOL_DIR": tempfile.mkdtemp(prefix="reginamq-spool-"), **(extra_env or {})}
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),

@@ -102,7 +102,7 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
 
 
 @pytest.mark.timeout(180)
-def test_health_follows_the_database_and_the_broker_reconnects(tmp_path):
+def test_an_outage_buffers_pushes_on_disk_and_replays_them_in_order(tmp_path):
     server = EmbeddedPostgres(tmp_path / "pgdata")
     database_url = server.start()
     asyncio.run(apply_schema(database_url))
@@ -111,15 +111,31 @@ def test_health_follows_the_database_and_the_broker_reconnects(tmp_path):
         assert httpx.post(f"{url}/api/v1/push", json={"items": [{"queue": "h", "payload": 1}]}).status_code == 201
         server.stop(mode="immediate")
         assert httpx.get(f"{url}/health", timeout=30).status_code == 503
-        down = httpx.post(f"{url}/api/v1/push", json={"items": [{"queue": "h", "payload": 2}]}, timeout=30)
-        assert down.status_code == 503 and "error" in down.json()
+        during = httpx.post(f"{url}/api/v1/push", timeout=30, json={"items": [
+            {"queue": "h", "payload": 2, "transactionId": "during-2"},
+            {"queue": "h", "payload": 3, "transactionId": "during-3"}]})
+        assert during.status_code == 201
+        assert [item["status"] for item in during.json()] == ["buffered", "buffered"]
+        popped_during = httpx.get(f"{url}/api/v1/pop/queue/h", timeout=30)
+        assert popped_during.status_code == 503 and "error" in popped_during.json()
         server.start()
         deadline = time.monotonic() + 30
         while httpx.get(f"{url}/health", timeout=30).status_code != 200:
             assert time.monotonic() < deadline, "the broker did not reconnect"
             time.sleep(0.2)
-        popped = httpx.get(f"{url}/api/v1/pop/queue/h", params={"batch": 10})
-        assert [m["data"] for m in popped.json()["messages"]] == [1]
+        after = httpx.post(f"{url}/api/v1/push", json={"items": [{"queue": "h", "payload": 4}]}, timeout=30)
+        assert after.status_code == 201
+        seen: list = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 4 and time.monotonic() < deadline:
+            popped = httpx.get(f"{url}/api/v1/pop/queue/h", params={"batch": 10, "autoAck": "true"}, timeout=30)
+            if popped.status_code == 200:
+                seen += [m["data"] for m in popped.json()["messages"]]
+            else:
+                time.sleep(0.2)
+        assert seen == [1, 2, 3, 4]
+        ids = [m for m in during.json()]
+        assert ids[0]["message_id"] != ids[1]["message_id"]
     finally:
         stop_process(process)
         server.stop(mode="immediate")

@@ -6,8 +6,9 @@ with load instead of being configured, and the fixed cost of a call (round trip,
 entry, partition lock round, commit) is paid once per flush rather than once per request.
 
 Each request still gets its own answer, and a request is acknowledged only after the commit
-that holds its messages. Two requests naming the same (queue, partition, transactionId) never
-share a flush: the later one waits for the next, so deduplication sees the first one stored.
+that holds its messages (or, with the database away, after the spool has fsynced it). Two
+requests naming the same (queue, partition, transactionId) never share a flush: the later one
+waits for the next, so deduplication sees the first one stored.
 """
 
 from __future__ import annotations
@@ -16,18 +17,23 @@ import asyncio
 from collections import deque
 
 from reginamq.engine import push
+from reginamq.engine.errors import Unavailable
+from reginamq.engine.spool import Spool
 
 MAX_ITEMS_PER_FLUSH = 5_000
 MAX_FLUSHES_IN_FLIGHT = 2
 
 
 class PushFusion:
-    def __init__(self, run):
+    def __init__(self, run, spool: Spool | None = None):
         self._run = run
+        self._spool = spool
         self._pending: deque[tuple[push.PreparedPush, asyncio.Future]] = deque()
         self._in_flight = 0
 
     async def push(self, prepared: push.PreparedPush) -> list[dict]:
+        if self._spool is not None and self._spool.pending():
+            return self._spool.append(prepared)  # behind what waits there, to keep order
         future = asyncio.get_running_loop().create_future()
         self._pending.append((prepared, future))
         if self._in_flight < MAX_FLUSHES_IN_FLIGHT:
@@ -64,6 +70,14 @@ class PushFusion:
         merged = push.merge([prepared for prepared, _ in batch])
         try:
             duplicates = await self._run(lambda conn: push.execute(conn, merged))
+        except Unavailable as error:
+            for prepared, future in batch:
+                if not future.done():
+                    if self._spool is None:
+                        future.set_exception(error)
+                    else:
+                        future.set_result(self._spool.append(prepared))
+            return
         except BaseException as error:
             for _, future in batch:
                 if not future.done():
