@@ -18,6 +18,7 @@ import asyncpg
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
+from reginamq.engine.pop import SweepPositions
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.retention import RetentionLoop
@@ -47,6 +48,7 @@ class Broker:
         self.pool: asyncpg.Pool | None = None
         self.spool = Spool(settings.resolved_spool_dir(), self.run)
         self.pushes = PushFusion(self.run, self.spool)
+        self.sweeps = SweepPositions()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval)
 
     async def start(self) -> None:

@@ -87,6 +87,16 @@ class OwnBroker:
             self._log.close()
         if self.temporary:
             shutil.rmtree(self.root, ignore_errors=True)
+            self._remove_clean_log()
+
+    def _remove_clean_log(self) -> None:
+        """Keep the broker's log only when it has something to say (an error or a traceback)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return
+        if "Traceback" not in text and " ERROR " not in text:
+            self.log_path.unlink(missing_ok=True)
 
     def _stop_orphaned_postgres(self) -> None:
         """A killed broker leaves its PostgreSQL running: stop it before removing its folder."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -101,6 +102,7 @@ def bench(ctx: click.Context, **flags) -> None:
         except RuntimeError as error:
             raise click.UsageError(str(error)) from error
     cfg = _config(flags, rate=flags["rate"])
+    _stop_on_sigterm()
     sys.exit(asyncio.run(run_session(cfg, url=flags["url"], workers=flags["workers"],
                                      database_url=flags["database_url"], data_dir=flags["data_dir"],
                                      json_path=flags["json_path"], plot_path=flags["plot_path"],
@@ -119,6 +121,7 @@ def ceiling(**flags) -> None:
     from reginamq.bench.session import run_ceiling_session
 
     cfg = _config(flags, rate=1.0)
+    _stop_on_sigterm()
     sys.exit(asyncio.run(run_ceiling_session(cfg, database_url=flags["database_url"], data_dir=flags["data_dir"],
                                              broker_rate=flags["broker_rate"])))
 
@@ -127,6 +130,15 @@ CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "pop_partitions",
                  "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight", "dedup_window",
                  "completed_retention", "lease_seconds", "drain"}
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops a run like Ctrl-C does, so an own broker and PostgreSQL are still stopped."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _config(flags: dict, rate: float) -> BenchConfig:

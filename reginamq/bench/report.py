@@ -63,15 +63,21 @@ def line(row: dict) -> str:
             f"popped={_num(row['popped'])} acked={_num(row['acked'])} "
             f"err={row['push_err']}/{row['pop_err']}/{row['ack_err']} | "
             f"in={row['in_rate']:,.0f}/s out={row['out_rate']:,.0f}/s | "
-            f"e2e p50={row['p50_ms']:.1f} p99={row['p99_ms']:.1f} p99.9={row['p999_ms']:.1f} ms | "
-            f"ack rtt={row['ack_rtt_ms']:.1f} ms | "
+            f"{_latency(row)} | ack rtt={row['ack_rtt_ms']:.1f} ms | "
             f"cpu broker={_opt(row['cpu_broker'], '.2f')} pg={row['cpu_pg']:.2f} gen={row['cpu_gen']:.2f} | "
             f"rss={_opt(row['broker_rss_mb'], ',.0f', ' MB')} db={_opt(row['db_mb'], ',.0f', ' MB')}")
 
 
+def _latency(row: dict) -> str:
+    if not row["interval"]["popped"]:
+        return "e2e p50=- p99=- p99.9=- ms"
+    return f"e2e p50={row['p50_ms']:.1f} p99={row['p99_ms']:.1f} p99.9={row['p999_ms']:.1f} ms"
+
+
 def final_line(final: dict) -> str:
     """The whole-run aggregate (Queen's final line), rates over the load duration."""
-    return (f"[final {final['duration_s']:.0f}s] offered={_num(final['offered'])} accepted={_num(final['accepted'])} "
+    tag = f"final {final['duration_s']:.0f}s" + (", interrupted" if final.get("interrupted") else "")
+    return (f"[{tag}] offered={_num(final['offered'])} accepted={_num(final['accepted'])} "
             f"shed={_num(final['shed'])} popped={_num(final['popped'])} acked={_num(final['acked'])} "
             f"push/pop/ack errors={final['push_err']}/{final['pop_err']}/{final['ack_err']} | "
             f"in={final['in_rate']:,.0f}/s out={final['out_rate']:,.0f}/s | "
@@ -124,13 +130,19 @@ def write_plot(path: Path, cfg: BenchConfig, intervals: list[dict]) -> None:
     throughput.axhline(cfg.rate, color="grey", linestyle=":", label="offered")
     throughput.set_ylabel("msg/s")
     throughput.legend(loc="lower right")
-    latency.plot(t, [row["p50_ms"] for row in intervals], label="e2e p50")
-    latency.plot(t, [row["p99_ms"] for row in intervals], label="e2e p99")
+    sampled = [row["interval"]["popped"] > 0 for row in intervals]  # no pops, no latency: a gap
+    latency.plot(t, [row["p50_ms"] if ok else float("nan") for row, ok in zip(intervals, sampled, strict=True)],
+                 label="e2e p50")
+    latency.plot(t, [row["p99_ms"] if ok else float("nan") for row, ok in zip(intervals, sampled, strict=True)],
+                 label="e2e p99")
     latency.set_ylabel("ms (CO-corrected)")
     latency.set_yscale("log")
     latency.legend(loc="upper right")
     memory.plot(t, [row["broker_rss_mb"] or 0 for row in intervals], label="broker RSS")
     memory.set_ylabel("MB")
+    memory.set_ylim(bottom=0)  # a flat line must look flat
+    for axis in (throughput, latency, memory):
+        axis.axvline(cfg.duration, color="grey", linewidth=0.8)  # load ends, drain begins
     memory.set_xlabel("seconds")
     memory.legend(loc="lower right")
     figure.suptitle(f"reginamq bench: {cfg.rate:,.0f} msg/s offered, push batch {cfg.push_batch}, "

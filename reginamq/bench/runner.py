@@ -77,7 +77,7 @@ def final_figures(cfg: BenchConfig, rows: list[dict], totals: Interval, elapsed:
 
     h = totals.latency
     return {
-        "duration_s": cfg.duration, "elapsed_s": round(elapsed, 3),
+        "duration_s": cfg.duration, "elapsed_s": round(elapsed, 3), "interrupted": False,
         **{key: tot[key] for key in ("offered", "accepted", "shed", "popped", "acked", "push_err", "pop_err",
                                      "ack_err", "push_err_msgs", "ack_err_msgs", "push_reqs", "pop_reqs",
                                      "empty_pops", "ack_reqs")},
@@ -111,15 +111,19 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
                             target.cpu_scope, target.description)
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:  # stop in order: producers, drain, consumers
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, interrupted.set)
     for process in processes:
         process.start()
     try:
         return await _collect(cfg, start_ns, reports, abort, stop, sampler, display, interrupted)
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
+        for signum, handler in previous.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, handler)
         abort.set()
         stop.set()
         for process in processes:
@@ -142,6 +146,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
     last_tick_ns = start_ns
     tick = 1
     stop_sent_at = None
+    interrupted_at = 0
 
     def read_reports() -> None:
         nonlocal producers_left, consumers_left
@@ -180,6 +185,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
             tick += 1
         if interrupted.is_set() and not abort.is_set():
             display.print("interrupted: stopping the producers, then the consumers")
+            interrupted_at = time.time_ns()
             abort.set()
             drain_deadline = time.monotonic()
         if phase == "load" and producers_left == 0:
@@ -199,7 +205,11 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
             if any(current.counters[key] for key in ("offered", "accepted", "popped", "acked", "push_err",
                                                      "pop_err", "ack_err")):
                 await emit(now)
-            return rows, final_figures(cfg, rows, totals, (now - start_ns) / 1e9)
+            final = final_figures(cfg, rows, totals, (now - start_ns) / 1e9)
+            if interrupted.is_set():
+                final["interrupted"] = True
+                final["duration_s"] = min(cfg.duration, (interrupted_at - start_ns) / 1e9)
+            return rows, final
 
 
 def _line(row: dict) -> str:

@@ -18,8 +18,8 @@ import orjson
 from reginamq.engine.waiters import Waiters
 
 POP_SQL = (
-    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads "
-    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_next "
+    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 )
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
@@ -42,7 +42,18 @@ class PopRequest:
     subscription_from: datetime | None
 
 
-async def pop(waiters: Waiters, request: PopRequest, run, client_gone: asyncio.Future | None = None) -> bytes | None:
+class SweepPositions(dict):
+    """Per process: where each (queue or namespace/task, group)'s backlog sweep stopped.
+
+    Losing it (a restart) only restarts a sweep from the beginning."""
+
+    @staticmethod
+    def key(request: PopRequest) -> tuple:
+        return request.queue, request.namespace, request.task, request.group
+
+
+async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions,
+              client_gone: asyncio.Future | None = None) -> bytes | None:
     """Deliver messages or, once the wait is over, ``None`` (an empty pop).
 
     ``run(call)`` executes a database call with the broker's retry and error mapping.
@@ -55,9 +66,13 @@ async def pop(waiters: Waiters, request: PopRequest, run, client_gone: asyncio.F
         parked = waiters.park(request.queue) if request.wait else None
         try:
             lease_id = str(uuid.uuid4())
-            rows = await run(lambda conn, lease_id=lease_id: conn.fetch(POP_SQL, *_arguments(request, lease_id)))
+            sweep_from = sweeps.get(SweepPositions.key(request))
+            rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from: conn.fetch(
+                POP_SQL, *_arguments(request, lease_id), sweep_from))
             if rows:
-                return render(rows, request.group, "" if request.auto_ack else lease_id)
+                sweeps[SweepPositions.key(request)] = rows[0][6]
+                if rows[0][1] is not None:
+                    return render(rows, request.group, "" if request.auto_ack else lease_id)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return None

@@ -31,6 +31,10 @@ CREATE TABLE IF NOT EXISTS rq_partitions (
     created_at     timestamptz NOT NULL DEFAULT now(),
     UNIQUE (queue_id, name)
 ) WITH (fillfactor = 70, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+-- Pop candidates: the most recently written partitions first; and the sweep, in id order.
+-- last_write_at moves at most once a second per partition, so most pushes stay HOT updates.
+CREATE INDEX IF NOT EXISTS rq_partitions_recent ON rq_partitions (queue_id, last_write_at DESC NULLS LAST);
+CREATE INDEX IF NOT EXISTS rq_partitions_sweep ON rq_partitions (queue_id, id);
 
 -- Messages: one row per push group per partition. payloads[i] is the pre-rendered JSON
 -- fragment of message base_offset + i - 1 (everything a pop sends that never changes).
@@ -73,6 +77,9 @@ CREATE TABLE IF NOT EXISTS rq_consumers (
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 50, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
 CREATE INDEX IF NOT EXISTS rq_consumers_lease ON rq_consumers (lease_id) WHERE lease_id IS NOT NULL;
+-- Expired leases are pop candidates: found without scanning the queue's partitions.
+CREATE INDEX IF NOT EXISTS rq_consumers_expiry ON rq_consumers (consumer_group, lease_expires_at)
+    WHERE span_end IS NOT NULL;
 
 -- Durable subscription of a named consumer group on a queue: where new cursors start.
 CREATE TABLE IF NOT EXISTS rq_consumer_groups (

@@ -75,7 +75,9 @@ BEGIN
         SELECT pid, count(*) AS n FROM items GROUP BY pid
     ), bumped AS (
         UPDATE rq_partitions p
-        SET last_offset = p.last_offset + c.n, last_write_at = v_now
+        SET last_offset = p.last_offset + c.n,
+            last_write_at = CASE WHEN p.last_write_at > v_now - interval '1 second'
+                                 THEN p.last_write_at ELSE v_now END
         FROM counts c WHERE p.id = c.pid
         RETURNING p.id, p.last_offset - c.n + 1 AS base_offset, p.last_offset AS end_offset
     )

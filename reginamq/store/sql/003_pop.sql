@@ -14,6 +14,69 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     END
 $$;
 
+-- Wildcard candidates without reading every partition of the queue (a queue may hold a
+-- million): partitions of this group whose lease has expired (an index on expiring leases),
+-- then pending partitions among the most recently written ones (an index on last_write_at).
+-- Pending = data beyond the group's cursor and no live lease. Random order spreads pollers.
+CREATE OR REPLACE FUNCTION rq_pop_candidates(p_qids bigint[], p_group text, p_limit int)
+RETURNS uuid[] LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT id FROM (
+            (SELECT c.partition_id AS id
+             FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id
+             WHERE c.consumer_group = p_group AND c.span_end IS NOT NULL AND c.lease_expires_at <= now()
+               AND p.queue_id = ANY (p_qids) AND p.last_offset > c.committed
+             LIMIT p_limit)
+            UNION
+            (SELECT r.id
+             FROM unnest(p_qids) AS qid
+             CROSS JOIN LATERAL (SELECT p.id, p.last_offset, p.log_start FROM rq_partitions p
+                                 WHERE p.queue_id = qid
+                                 ORDER BY p.last_write_at DESC NULLS LAST LIMIT 1024) r
+             LEFT JOIN rq_consumers c ON c.partition_id = r.id AND c.consumer_group = p_group
+             WHERE r.last_offset >= r.log_start
+               AND (c.partition_id IS NULL
+                    OR (r.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+             LIMIT p_limit)
+        ) found
+        ORDER BY random()
+        LIMIT p_limit)
+$$;
+
+-- When neither finds anything: the sweep. It walks the queue's partitions in id order from
+-- where the caller's last sweep stopped (exclusive), 2,048 at a time, for pending partitions
+-- written long ago (a group reading an old backlog). Returns the candidates and where the
+-- next sweep starts: just before the first candidate (it is found again if it is not
+-- claimed now), or after the window when it held none; NULL once the walk wrapped around.
+CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from uuid, p_limit int,
+                                        OUT candidates uuid[], OUT next_position uuid)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_window uuid[];
+BEGIN
+    v_window := ARRAY(SELECT p.id FROM rq_partitions p
+                      WHERE p.queue_id = ANY (p_qids)
+                        AND p.id > coalesce(p_from, '00000000-0000-0000-0000-000000000000')
+                      ORDER BY p.id LIMIT 2048);
+    candidates := ARRAY(
+        SELECT w.id FROM unnest(v_window) AS w(id)
+        JOIN rq_partitions p ON p.id = w.id
+        LEFT JOIN rq_consumers c ON c.partition_id = w.id AND c.consumer_group = p_group
+        WHERE p.last_offset >= p.log_start
+          AND (c.partition_id IS NULL
+               OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+        ORDER BY w.id LIMIT p_limit);
+    IF cardinality(candidates) > 0 THEN
+        next_position := coalesce((SELECT w.id FROM unnest(v_window) AS w(id)
+                                   WHERE w.id < candidates[1] ORDER BY w.id DESC LIMIT 1), p_from);
+    ELSIF cardinality(v_window) = 2048 THEN
+        next_position := v_window[2048];
+    ELSE
+        next_position := NULL;
+    END IF;
+END;
+$$;
+
 CREATE OR REPLACE FUNCTION rq_pop(
     p_queue           text,
     p_partition       text,
@@ -26,9 +89,10 @@ CREATE OR REPLACE FUNCTION rq_pop(
     p_lease_seconds   int,
     p_lease_id        uuid,
     p_sub_mode        text,
-    p_sub_from        timestamptz
+    p_sub_from        timestamptz,
+    p_sweep_from      uuid
 ) RETURNS TABLE (queue_name text, partition_id uuid, partition_name text, created_at timestamptz,
-                 attempt int, payloads bytea[])
+                 attempt int, payloads bytea[], sweep_next uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queue_mode bool := p_group = '__QUEUE_MODE__';
@@ -42,6 +106,11 @@ DECLARE
     v_attempt  int;
     v_lease    int;
     v_sub_from timestamptz;
+    v_qids     bigint[];
+    v_cands    uuid[];
+    v_sweep_next uuid := p_sweep_from;
+    v_delivered bool := false;
+    v_window   int;
 BEGIN
     -- A named group registers its durable subscription on every queue it first reads.
     IF NOT v_queue_mode THEN
@@ -56,23 +125,38 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
 
+    SELECT array_agg(q.id) INTO v_qids FROM rq_queues q
+    WHERE (p_queue IS NULL OR q.name = p_queue)
+      AND (p_namespace IS NULL OR q.namespace = p_namespace)
+      AND (p_task IS NULL OR q.task = p_task);
+    IF v_qids IS NULL THEN
+        RETURN;
+    END IF;
+
+    IF p_partition IS NOT NULL THEN
+        v_cands := ARRAY(SELECT p.id FROM rq_partitions p
+                         WHERE p.queue_id = ANY (v_qids) AND p.name = p_partition);
+    ELSE
+        v_cands := rq_pop_candidates(v_qids, p_group, greatest(64, p_max_partitions * 4));
+        -- A bounded number of sweep windows per pop (an idle million-partition queue must
+        -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
+        FOR v_window IN 1 .. 8 LOOP
+            EXIT WHEN cardinality(v_cands) > 0;
+            SELECT s.candidates, s.next_position INTO v_cands, v_sweep_next
+            FROM rq_pop_sweep(v_qids, p_group, v_sweep_next, greatest(64, p_max_partitions * 4)) s;
+            EXIT WHEN v_sweep_next IS NULL AND p_sweep_from IS NULL;
+        END LOOP;
+    END IF;
+
     FOR v_cand IN
         SELECT p.id, p.name, p.log_start, p.last_offset, q.name AS qname, q.id AS qid,
                q.lease_time, q.delayed_processing
-        FROM rq_queues q
-        JOIN rq_partitions p ON p.queue_id = q.id
-        LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
-        WHERE (p_queue IS NULL OR q.name = p_queue)
-          AND (p_namespace IS NULL OR q.namespace = p_namespace)
-          AND (p_task IS NULL OR q.task = p_task)
-          AND (p_partition IS NULL OR p.name = p_partition)
-          AND p.last_offset >= p.log_start
-          AND (c.partition_id IS NULL
-               OR (p.last_offset > c.committed
-                   AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+        FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
+        JOIN rq_partitions p ON p.id = k.id
+        JOIN rq_queues q ON q.id = p.queue_id
+        WHERE p.last_offset >= p.log_start
           AND (q.window_buffer = 0 OR p.last_write_at <= now() - make_interval(secs => q.window_buffer))
-        ORDER BY random()
-        LIMIT greatest(64, p_max_partitions * 4)
+        ORDER BY k.ord
     LOOP
         EXIT WHEN v_claimed >= p_max_partitions OR v_budget <= 0;
 
@@ -129,10 +213,12 @@ BEGIN
             WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
         END IF;
 
+        v_delivered := true;
         RETURN QUERY
         SELECT v_cand.qname, v_cand.id, v_cand.name, s.created_at, v_attempt,
                s.payloads[(greatest(s.base_offset, v_from) - s.base_offset + 1)
-                          :(least(s.end_offset, v_to) - s.base_offset + 1)]
+                          :(least(s.end_offset, v_to) - s.base_offset + 1)],
+               v_sweep_next
         FROM rq_segments s
         WHERE s.partition_id = v_cand.id
           AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
@@ -144,5 +230,11 @@ BEGIN
         v_budget := v_budget - (v_to - v_from + 1)::int;
         v_claimed := v_claimed + 1;
     END LOOP;
+
+    IF NOT v_delivered AND v_sweep_next IS DISTINCT FROM p_sweep_from THEN
+        -- nothing to deliver, but the sweep moved: hand its position back
+        RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
+                            NULL::bytea[], v_sweep_next;
+    END IF;
 END;
 $$;

@@ -144,9 +144,16 @@ BEGIN
             OR v_cur.acked_count >= v_cur.span_end - v_cur.span_start + 1);
 
         IF v_released THEN
+            -- A span released below its end (a retry or a failure) is left as an expired
+            -- lease: the next pop of the group finds it through the expiring-lease index,
+            -- however long ago the partition was written.
             UPDATE rq_consumers c
-            SET committed = v_committed, span_start = NULL, span_end = NULL, lease_id = NULL,
-                lease_expires_at = NULL, acked_count = 0, stop_at = NULL,
+            SET committed = v_committed,
+                span_start = CASE WHEN v_stop IS NULL THEN NULL ELSE c.span_start END,
+                span_end = CASE WHEN v_stop IS NULL THEN NULL ELSE c.span_end END,
+                lease_id = NULL,
+                lease_expires_at = CASE WHEN v_stop IS NULL THEN NULL ELSE now() END,
+                acked_count = 0, stop_at = NULL,
                 retry_count = CASE WHEN v_stop IS NULL THEN 0 ELSE v_cur.retry_count END,
                 retry_charged = false
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;

@@ -1,0 +1,143 @@
+"""``reginamq bench``: the histogram, the open-loop pacer, and a bounded smoke run.
+
+Benchmarks are not tests: nothing here asserts a speed. The smoke run checks only that the
+instrument's counts add up against the real test broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+
+import pytest
+
+from reginamq.bench.config import BenchConfig
+from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
+from reginamq.bench.session import run_session
+from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
+
+
+def exact_percentile(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+def test_buckets_tile_the_range_with_one_percent_precision():
+    previous_high = 1
+    for index in range(1, N_BUCKETS):
+        low, high = bucket_bounds(index)
+        assert low == previous_high, index
+        assert (high - low) / low <= 0.008 or high - low == 1
+        assert bucket_index(low) == index and bucket_index(high - 1) == index
+        previous_high = high
+    assert bucket_index(HIGHEST_US * 10) == N_BUCKETS - 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_percentiles_match_a_sorted_list(seed):
+    rng = random.Random(seed)
+    values = [int(rng.lognormvariate(9, 1.5)) + 1 for _ in range(20_000)]  # ~8 ms median, long tail
+    histogram = Histogram()
+    histogram.record_many(values)
+    assert histogram.count == len(values)
+    assert histogram.min == min(values) and histogram.max == max(values)
+    for q in (50, 90, 99, 99.9, 100):
+        expected = exact_percentile(values, q)
+        assert histogram.percentile(q) == pytest.approx(expected, rel=0.01, abs=1), q
+
+
+def test_merge_equals_recording_everything_in_one():
+    rng = random.Random(7)
+    parts = [[rng.randint(1, 5_000_000) for _ in range(3_000)] for _ in range(4)]
+    whole = Histogram()
+    for part in parts:
+        for value in part:
+            whole.record(value)
+    merged, via_queue = Histogram(), Histogram()
+    for part in parts:
+        histogram = Histogram()
+        histogram.record_many(part)
+        merged.merge(histogram)
+        via_queue.merge_sparse(histogram.to_sparse())
+    for candidate in (merged, via_queue):
+        assert candidate.counts == whole.counts
+        assert (candidate.count, candidate.total, candidate.min, candidate.max) == (
+            whole.count, whole.total, whole.min, whole.max)
+        assert candidate.percentile(99) == whole.percentile(99)
+
+
+def test_pacer_instants_are_evenly_spaced_across_processes():
+    rate, batch, procs, start = 20_000, 100, 3, 1_000_000_000
+    pacers = [Pacer(rate, batch, procs, i, start, duration_s=2.0) for i in range(procs)]
+    due = sorted(item for pacer in pacers for item in pacer.due(start + 10**10))
+    indexes = [g for g, _ in due]
+    instants = [t for _, t in due]
+    assert indexes == list(range(len(due)))
+    assert len(due) == rate * 2 // batch  # exactly rate x duration messages offered
+    gaps = {b - a for a, b in itertools.pairwise(instants)}
+    assert max(gaps) - min(gaps) <= 1  # 5 ms apart, to the nanosecond rounding
+    assert instants[0] == start and all(pacer.next_instant() is None for pacer in pacers)
+
+
+def test_a_late_pacer_launches_what_it_missed_with_the_scheduled_instants():
+    pacer = Pacer(1_000, 10, 1, 0, start_ns=0, duration_s=1.0)
+    assert pacer.due(-1) == []
+    late = pacer.due(55_000_000)  # woke 55 ms in: pushes at 0, 10, ..., 50 ms are all due
+    assert [t for _, t in late] == [0, 10_000_000, 20_000_000, 30_000_000, 40_000_000, 50_000_000]
+    assert pacer.next_instant() == 60_000_000
+
+
+def test_over_max_inflight_pushes_are_shed_not_queued():
+    gate = InflightGate(250)
+    taken = shed = 0
+    for _ in range(5):  # five pushes of 100 while nothing completes
+        if gate.try_take(100):
+            taken += 100
+        else:
+            shed += 100
+    assert (taken, shed, gate.inflight) == (200, 300, 200)
+    gate.give(100)
+    assert gate.try_take(100) and gate.inflight == 200
+
+
+def test_push_body_is_padded_and_sequenced():
+    cfg = BenchConfig(rate=1_000, push_batch=5, payload=256, partitions=10)
+    sequences = [0] * cfg.partitions
+    body = json.loads(build_push_body(cfg, 2, 7, sequences, 123_456_789, first_tx=40))
+    items = body["items"]
+    assert [item["payload"]["q"] for item in items] == [0, 1, 2, 3, 4] and sequences[7] == 5
+    assert {item["partition"] for item in items} == {"p-000007"}
+    assert len({item["transactionId"] for item in items}) == 5
+    for item in items:
+        assert item["payload"]["s"] == 123_456_789 and item["payload"]["p"] == 2 and item["payload"]["k"] == 7
+        assert len(json.dumps(item["payload"], separators=(",", ":"))) == 256
+
+
+def test_active_window_rotates_over_the_whole_space():
+    cfg = BenchConfig(rate=1_000, partitions=10, active=2, rotate_seconds=1.0)
+    seen = {partition_of(cfg, g, start_ns + second * 1_000_000_000, start_ns)
+            for start_ns in [0] for second in range(5) for g in range(4)}
+    assert seen == set(range(10))
+    assert {partition_of(cfg, g, 0, 0) for g in range(10)} == {0, 1}
+
+
+def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
+    """About 8 s of load at 2,000 msg/s: every offered message is accounted for."""
+    cfg = BenchConfig(rate=2_000, duration=8, report=2, drain=10, partitions=200, push_batch=100,
+                      consumers=4, manual_ack=True, ack_async=True, completed_retention=60)
+    out = tmp_path / "bench.json"
+    code = asyncio.run(run_session(cfg, url=broker_url, workers=1, database_url=database_url, data_dir=None,
+                                   json_path=out, plot_path=None, live=False))
+    assert code == 0
+    document = json.loads(out.read_text())
+    final = document["final"]
+    assert final["offered"] == final["accepted"] + final["shed"] + final["push_err_msgs"]
+    assert final["offered"] == 2_000 * 8
+    assert final["shed"] == 0
+    assert (final["push_err"], final["pop_err"], final["ack_err"]) == (0, 0, 0)
+    assert final["popped"] == final["acked"] == final["accepted"]
+    assert final["latency_samples"] == final["popped"]
+    assert document["intervals"] and document["config"]["queue"].startswith("bench-")

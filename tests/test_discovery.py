@@ -1,0 +1,55 @@
+"""Wildcard pops find work without reading every partition of a queue.
+
+Candidates come from expired leases, from the most recently written partitions, and from a
+sweep that walks the rest; these tests make each source the only one that can find the work.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+
+
+async def push_partitions(http, queue, names):
+    for start in range(0, len(names), 2000):
+        items = [{"queue": queue, "partition": name, "payload": name} for name in names[start:start + 2000]]
+        response = await http.post("/api/v1/push", content=orjson.dumps({"items": items}),
+                                   headers={"content-type": "application/json"})
+        assert response.status_code == 201
+
+
+async def drain(http, queue, group, partitions=100):
+    seen = []
+    while True:
+        response = await http.get(f"/api/v1/pop/queue/{queue}", params={
+            "consumerGroup": group, "batch": 1000, "partitions": partitions, "autoAck": "true"})
+        if response.status_code == 204:
+            return seen
+        seen += [m["data"] for m in response.json()["messages"]]
+
+
+async def test_a_new_group_reads_a_backlog_older_than_the_recent_window(http):
+    queue = f"d-{uuid.uuid4().hex[:8]}"
+    names = [f"p{n:05d}" for n in range(5000)]
+    await push_partitions(http, queue, names)
+    assert sorted(await drain(http, queue, "first")) == names
+    # a group arriving later still finds every partition, far beyond the 1,024 most recent
+    assert sorted(await drain(http, queue, "late")) == names
+
+
+async def test_a_failed_message_on_an_old_partition_comes_back_at_once(http):
+    queue = f"d-{uuid.uuid4().hex[:8]}"
+    await push_partitions(http, queue, ["old"])
+    await push_partitions(http, queue, [f"p{n:05d}" for n in range(1500)])
+    leased = (await http.get(f"/api/v1/pop/queue/{queue}/partition/old", params={"consumerGroup": "g"})).json()
+    [message] = leased["messages"]
+    assert len(await drain(http, queue, "g")) == 1500  # everything else, "old" stays leased
+    answer = (await http.post("/api/v1/ack", json={
+        "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+        "leaseId": message["leaseId"], "consumerGroup": "g", "status": "retry"})).json()
+    assert answer[0]["success"] and answer[0]["leaseReleased"]
+    again = await http.get(f"/api/v1/pop/queue/{queue}", params={"consumerGroup": "g"})
+    assert again.status_code == 200
+    [redelivered] = again.json()["messages"]
+    assert redelivered["transactionId"] == message["transactionId"] and redelivered["deliveryAttempt"] == 2
