@@ -22,6 +22,7 @@ from reginamq.engine.pop import SweepPositions
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.retention import RetentionLoop
+from reginamq.maintenance.stats import StatsLoop
 from reginamq.store.database import create_pool
 
 log = logging.getLogger("reginamq.broker")
@@ -50,6 +51,7 @@ class Broker:
         self.pushes = PushFusion(self.run, self.spool)
         self.sweeps = SweepPositions()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval)
+        self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
 
     async def start(self) -> None:
         dsn = self.settings.database_url
@@ -59,9 +61,11 @@ class Broker:
         self.spool.start()
         await self.waiters.listen(dsn)
         self.retention.start()
+        self.stats_loop.start()
 
     async def stop(self) -> None:
         await self.retention.stop()
+        await self.stats_loop.stop()
         await self.waiters.stop()
         await self.spool.stop()
         if self.pool is not None:

@@ -6,6 +6,7 @@ import dataclasses
 from datetime import datetime
 
 import orjson
+import uuid_utils
 
 from reginamq.engine.names import QUEUE_MODE
 
@@ -58,3 +59,29 @@ async def _count(conn, query: DlqQuery) -> int:
         return 0
     first = await conn.fetch(PAGE_SQL, query.queue, query.group, query.partition, query.since, query.until, 1, 0)
     return first[0]["total"] if first else 0
+
+
+REPLAY_SQL = ("SELECT message_offset, partition_id::text, transaction_id, queue_name, partition_name "
+              "FROM rq_dlq_replay($1, $2)")
+PURGE_SQL = "SELECT rq_dlq_purge($1, $2, $3)"
+
+
+class PartitionGone(Exception):
+    """The dead letter's partition (or queue) was deleted: there is nowhere to replay it to."""
+
+
+async def replay(conn, entry_id: str) -> dict | None:
+    """Put a dead letter back at the end of its partition as a new message (new id, same
+    transactionId, traceId and data) and remove the entry. ``None`` for an unknown id."""
+    new_id = str(uuid_utils.uuid7())
+    row = await conn.fetchrow(REPLAY_SQL, entry_id, new_id)
+    if row is None:
+        return None
+    if row["message_offset"] is None:
+        raise PartitionGone(entry_id)
+    return {"success": True, "id": entry_id, "messageId": new_id, "transactionId": row["transaction_id"],
+            "partitionId": row["partition_id"], "queue": row["queue_name"], "partition": row["partition_name"]}
+
+
+async def purge(conn, queue: str, group: str | None, partition: str | None) -> int:
+    return await conn.fetchval(PURGE_SQL, queue, group, partition)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import msgspec
 
@@ -19,6 +20,7 @@ from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.http.routes import ROUTER
+from reginamq.http.stats import observe_request
 from reginamq.runtime import Broker
 
 log = logging.getLogger("reginamq.http")
@@ -78,26 +80,29 @@ class App:
                 return await _read_chunks(protocol, limit)
             return await protocol()
 
-        status, body = await self.respond(scope.method, scope.path, scope.query_string.encode(),
-                                          scope.headers.get("content-type"), read_body,
-                                          protocol.client_disconnect)
+        status, body, *content_type = await self.respond(
+            scope.method, scope.path, scope.query_string.encode(), scope.headers.get("content-type"),
+            read_body, protocol.client_disconnect)
         if body is None:
             protocol.response_empty(status, [])
+        elif content_type:
+            protocol.response_bytes(status, [("content-type", content_type[0])], body)
         else:
             protocol.response_bytes(status, RSGI_JSON_HEADERS, body)
 
     # ASGI (any ASGI server can run the app too)
 
     async def _http(self, scope, receive, send) -> None:
-        status, body = await self.respond(
+        status, body, *content_type = await self.respond(
             scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
             lambda: _read_chunks(_asgi_chunks(receive), self.settings.max_body_bytes), lambda: _disconnected(receive))
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
+        kind = [(b"content-type", content_type[0].encode())] if content_type else JSON_HEADERS
         await send({"type": "http.response.start", "status": status,
-                    "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
+                    "headers": [*kind, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
     async def respond(self, method: str, path: str, query_string: bytes,
@@ -113,6 +118,12 @@ class App:
         except BodyTooLarge:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
         request = Request(method, params, query_string, content_type, body, wait_disconnect)
+        started = time.perf_counter()
+        answer = await self._handle(handler, request, method, path)
+        observe_request(method, handler.__name__, answer[0], time.perf_counter() - started)
+        return answer
+
+    async def _handle(self, handler, request: Request, method: str, path: str) -> responses.Response:
         try:
             return await handler(self.broker, request)
         except BadRequest as error:

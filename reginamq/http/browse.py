@@ -1,3 +1,77 @@
-"""(being written)"""
+"""Messages routes: browse, detail, delete, retry (and the DLQ's replay and purge, see dlq.py)."""
 
-ROUTES: list = []
+from __future__ import annotations
+
+from reginamq.engine import browse
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_name, check_queue_name, check_uuid, group_or_queue_mode
+from reginamq.http import responses
+from reginamq.http.request import Request
+from reginamq.runtime import Broker
+
+MAX_PAGE = 1_000
+
+
+def _group(request: Request) -> str:
+    return group_or_queue_mode(request.query("consumerGroup"))
+
+
+def _address(request: Request) -> tuple[str, str]:
+    return (check_uuid("partitionId", request.path_params["partitionId"]),
+            check_name("transactionId", request.path_params["transactionId"]))
+
+
+async def list_messages(broker: Broker, request: Request) -> responses.Response:
+    queue = request.query("queue")
+    if not queue:
+        raise BadRequest("query parameter queue is required")
+    partition, status = request.query("partition"), request.query("status")
+    if status and status not in browse.STATUSES:
+        raise BadRequest(f"status must be one of: {', '.join(browse.STATUSES)}")
+    query = browse.MessageQuery(
+        queue=check_queue_name(queue),
+        partition=check_name("partition", partition) if partition else None,
+        group=_group(request),
+        status=status or None,
+        since=request.query_timestamp("from"),
+        until=request.query_timestamp("to"),
+        limit=request.query_int("limit", 100, 1, MAX_PAGE),
+        offset=request.query_int("offset", 0, 0, 2**31 - 1),
+    )
+    if query.since and query.until and query.since > query.until:
+        raise BadRequest("from must not be after to")
+    return 200, await broker.run(lambda conn: browse.page(conn, query))
+
+
+async def get_message(broker: Broker, request: Request) -> responses.Response:
+    partition_id, txid = _address(request)
+    group = _group(request)
+    body = await broker.run(lambda conn: browse.get(conn, partition_id, txid, group))
+    if body is None:
+        return responses.error(404, "message not found")
+    return 200, body
+
+
+async def delete_message(broker: Broker, request: Request) -> responses.Response:
+    partition_id, txid = _address(request)
+    deleted = await broker.run(lambda conn: browse.delete(conn, partition_id, txid))
+    if not deleted:
+        return responses.error(404, "message not found")
+    return responses.json(200, {"success": True, "deleted": deleted, "partitionId": partition_id,
+                                "transactionId": txid})
+
+
+async def retry_message(broker: Broker, request: Request) -> responses.Response:
+    partition_id, txid = _address(request)
+    answer = await broker.run(lambda conn: browse.retry(conn, partition_id, txid))
+    if answer is None:
+        return responses.error(404, "message not found")
+    return responses.json(200, answer)
+
+
+ROUTES: list = [
+    ("GET", "/api/v1/messages", list_messages),
+    ("POST", "/api/v1/messages/{partitionId}/{transactionId}/retry", retry_message),
+    ("GET", "/api/v1/messages/{partitionId}/{transactionId*}", get_message),
+    ("DELETE", "/api/v1/messages/{partitionId}/{transactionId*}", delete_message),
+]

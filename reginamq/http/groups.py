@@ -1,3 +1,129 @@
-"""(being written)"""
+"""Consumer-group routes: list, lagging, detail, delete (all queues or one), seek, subscription.
 
-ROUTES: list = []
+Answer shapes (camelCase JSON):
+- GET /consumer-groups and /consumer-groups/lagging?minLagSeconds=N (default 60): an array of
+  {name, queueName, topics, members (partitions the group holds a live lease on), cursors,
+  partitions, partitionsWithLag, totalLag (messages), maxTimeLag (seconds), oldestPendingAt,
+  state: Stable|Lagging|Dead, subscriptionMode, subscriptionTimestamp, subscriptionCreatedAt},
+  one per (group, queue); queue mode is left out. lagging keeps entries with totalLag > 0 and
+  maxTimeLag >= N.
+- GET /consumer-groups/:group?queue=&limit=&offset=: {name, queues: [entries as above], totalLag,
+  partitionsWithLag, maxTimeLag, members, partitionCount, partitions: [{queueName, partition,
+  partitionId, committed (null: no cursor yet), position, lastOffset, logStart, lag, timeLag,
+  oldestPendingAt, leaseId, leaseExpiresAt, leaseActive, leasedFrom, leasedTo}], limit, offset}
+- DELETE /consumer-groups/:group[/queues/:queue]?deleteMetadata=true|false (default true):
+  {deleted, consumerGroup, [queueName], cursorsDeleted, subscriptionsDeleted, metadataDeleted}
+- POST /consumer-groups/:group/queues/:queue/seek {"toEnd":true} | {"timestamp":"ISO"|"now"}:
+  {success, consumerGroup, queueName, seekToEnd, targetTimestamp, partitionsUpdated, cursorsCreated}
+- POST /consumer-groups/:group/subscription {"queue"?, "subscriptionMode": all|new|new-only,
+  "subscriptionFrom"?: now|ISO}: {success, consumerGroup, subscriptionMode, subscriptionTimestamp,
+  queues, updated}
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from reginamq.engine import groups
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
+from reginamq.http import responses
+from reginamq.http.request import Request, json_object
+from reginamq.http.resources import page
+from reginamq.runtime import Broker
+
+MAX_LAG_SECONDS = 10 * 365 * 86_400
+SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
+
+
+def _group(request: Request) -> str:
+    return check_name("consumer group", request.path_params["group"])
+
+
+def _timestamp(name: str, value: Any) -> datetime:
+    if value == "now":
+        return datetime.now(UTC)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp, got {value[:40]!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+async def list_groups(broker: Broker, request: Request) -> responses.Response:
+    return responses.json(200, await broker.run(lambda conn: groups.summaries(conn, None, None)))
+
+
+async def lagging(broker: Broker, request: Request) -> responses.Response:
+    seconds = request.query_int("minLagSeconds", 60, 0, MAX_LAG_SECONDS)
+    return responses.json(200, await broker.run(lambda conn: groups.lagging(conn, seconds)))
+
+
+async def detail(broker: Broker, request: Request) -> responses.Response:
+    group, paging = _group(request), page(request)
+    queue = request.query("queue")
+    queue = check_queue_name(queue) if queue else None
+    return responses.json(200, await broker.run(lambda conn: groups.detail(conn, group, queue, paging)))
+
+
+async def delete_group(broker: Broker, request: Request) -> responses.Response:
+    group, metadata = _group(request), request.query_bool("deleteMetadata", True)
+    return responses.json(200, await broker.run(lambda conn: groups.delete(conn, group, None, metadata)))
+
+
+async def delete_for_queue(broker: Broker, request: Request) -> responses.Response:
+    group, metadata = _group(request), request.query_bool("deleteMetadata", True)
+    queue = check_queue_name(request.path_params["queue"])
+    return responses.json(200, await broker.run(lambda conn: groups.delete(conn, group, queue, metadata)))
+
+
+async def seek(broker: Broker, request: Request) -> responses.Response:
+    group, queue = _group(request), check_queue_name(request.path_params["queue"])
+    body = json_object(request)
+    unknown = set(body) - {"toEnd", "timestamp"}
+    if unknown:
+        raise BadRequest(f"unknown seek field(s): {', '.join(sorted(unknown))}; send toEnd or timestamp")
+    to_end = body.get("toEnd", False)
+    if not isinstance(to_end, bool):
+        raise BadRequest("toEnd must be true or false")
+    raw_at = body.get("timestamp")
+    if to_end == (raw_at is not None):
+        raise BadRequest('send exactly one of {"toEnd": true} or {"timestamp": "ISO-8601"}')
+    at = None if raw_at is None else _timestamp("timestamp", raw_at)
+    return responses.json(200, await broker.run(lambda conn: groups.seek(conn, group, queue, to_end, at)))
+
+
+async def subscription(broker: Broker, request: Request) -> responses.Response:
+    group = _group(request)
+    if group == QUEUE_MODE:
+        raise BadRequest("queue mode has no subscription: it always reads every message")
+    body = json_object(request)
+    queue = body.get("queue")
+    queue = None if queue is None else check_queue_name(queue)
+    raw_from = body.get("subscriptionFrom", body.get("subscriptionTimestamp"))
+    mode = body.get("subscriptionMode")
+    if mode is None and raw_from is None:
+        raise BadRequest("send subscriptionMode (all, new, new-only) and/or subscriptionFrom")
+    if mode is None:
+        mode = "all"
+    if mode not in SUBSCRIPTION_MODES:
+        raise BadRequest("subscriptionMode must be one of: all, new, new-only")
+    mode = SUBSCRIPTION_MODES[mode]
+    start = None if raw_from is None else _timestamp("subscriptionFrom", raw_from)
+    if mode == "new" and start is None:
+        start = datetime.now(UTC)
+    return responses.json(200, await broker.run(lambda conn: groups.subscribe(conn, group, queue, mode, start)))
+
+
+ROUTES: list = [
+    ("GET", "/api/v1/consumer-groups", list_groups),
+    ("GET", "/api/v1/consumer-groups/lagging", lagging),
+    ("GET", "/api/v1/consumer-groups/{group}", detail),
+    ("DELETE", "/api/v1/consumer-groups/{group}", delete_group),
+    ("DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", delete_for_queue),
+    ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", seek),
+    ("POST", "/api/v1/consumer-groups/{group}/subscription", subscription),
+]

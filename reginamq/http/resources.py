@@ -1,3 +1,86 @@
-"""(being written)"""
+"""Resources: overview, queues, queue detail and depth, namespaces, tasks, partitions.
 
-ROUTES: list = []
+Answer shapes (camelCase JSON; every list of partitions is paged with limit/offset):
+- overview: {queues, partitions, namespaces, tasks, messages: {total, pending, inFlight, deadLetter},
+  consumerGroups, subscriptions, dlq, lastWriteAt, timestamp}
+- queues: {queues: [{name, id, namespace, task, options, partitions, messages, pending, consumerGroups,
+  dlq, lastWriteAt, createdAt, updatedAt}], total, limit, offset}
+- queues/:queue: the queue entry with partitionCount, partitions: [partition page], limit, offset,
+  groups: [consumer-group entries for this queue], queueMode: entry or null
+- queues/:queue/depth: {queue, group, pending, partitionsPending, conflation, effectivePending,
+  partitions: [{partition, pending}] (largest first), partitionCount, limit, offset}
+- namespaces / tasks: {namespaces|tasks: [{namespace|task, queues, partitions, messages, pending}], total}
+- partitions: {partitions: [{id, name, queue, lastOffset, logStart, messages, pending, cursors,
+  oldestPendingAt, lastWriteAt, createdAt}], total, limit, offset}
+"""
+
+from __future__ import annotations
+
+from reginamq.engine import resources
+from reginamq.engine.names import check_name, check_queue_name
+from reginamq.http import responses
+from reginamq.http.request import Request
+from reginamq.runtime import Broker
+
+MAX_PAGE = 1_000
+MAX_OFFSET = 2**31 - 1
+
+
+def page(request: Request, default: int = 100) -> resources.Page:
+    return resources.Page(limit=request.query_int("limit", default, 1, MAX_PAGE),
+                          offset=request.query_int("offset", 0, 0, MAX_OFFSET))
+
+
+def optional_name(request: Request, name: str) -> str | None:
+    value = request.query(name)
+    return check_name(name, value) if value else None
+
+
+async def overview(broker: Broker, request: Request) -> responses.Response:
+    return responses.json(200, await broker.run(resources.overview))
+
+
+async def list_queues(broker: Broker, request: Request) -> responses.Response:
+    namespace, task = optional_name(request, "namespace"), optional_name(request, "task")
+    search, paging = optional_name(request, "search"), page(request)
+    return responses.json(200, await broker.run(
+        lambda conn: resources.list_queues(conn, namespace, task, search, paging)))
+
+
+async def queue_detail(broker: Broker, request: Request) -> responses.Response:
+    queue, paging = check_queue_name(request.path_params["queue"]), page(request)
+    return responses.json(200, await broker.run(lambda conn: resources.queue_detail(conn, queue, paging)))
+
+
+async def queue_depth(broker: Broker, request: Request) -> responses.Response:
+    queue = check_queue_name(request.path_params["queue"])
+    group = request.query("group") or request.query("consumerGroup")
+    group = check_name("group", group) if group else None
+    paging = page(request, default=MAX_PAGE)
+    return responses.json(200, await broker.run(lambda conn: resources.depth(conn, queue, group, paging)))
+
+
+async def namespaces(broker: Broker, request: Request) -> responses.Response:
+    return responses.json(200, await broker.run(lambda conn: resources.groupings(conn, by_task=False)))
+
+
+async def tasks(broker: Broker, request: Request) -> responses.Response:
+    return responses.json(200, await broker.run(lambda conn: resources.groupings(conn, by_task=True)))
+
+
+async def partitions(broker: Broker, request: Request) -> responses.Response:
+    queue = request.query("queue")
+    queue = check_queue_name(queue) if queue else None
+    search, paging = optional_name(request, "search"), page(request)
+    return responses.json(200, await broker.run(lambda conn: resources.list_partitions(conn, queue, search, paging)))
+
+
+ROUTES: list = [
+    ("GET", "/api/v1/resources/overview", overview),
+    ("GET", "/api/v1/resources/queues", list_queues),
+    ("GET", "/api/v1/resources/queues/{queue}", queue_detail),
+    ("GET", "/api/v1/resources/queues/{queue}/depth", queue_depth),
+    ("GET", "/api/v1/resources/namespaces", namespaces),
+    ("GET", "/api/v1/resources/tasks", tasks),
+    ("GET", "/api/v1/resources/partitions", partitions),
+]

@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 
-Response = tuple[int, bytes | None]
+# (status, body) answers JSON; (status, body, content type) anything else.
+Response = tuple[int, bytes | None] | tuple[int, bytes, str]
 
 
 def json(status: int, value: Any) -> Response:
@@ -15,6 +16,10 @@ def json(status: int, value: Any) -> Response:
 
 def error(status: int, message: str, **extra: Any) -> Response:
     return status, orjson.dumps({"error": message, **extra})
+
+
+def text(status: int, body: bytes, content_type: str) -> Response:
+    return status, body, content_type
 
 
 NO_CONTENT: Response = (204, None)

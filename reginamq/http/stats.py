@@ -1,3 +1,170 @@
-"""(being written)"""
+"""Status, analytics and metrics routes.
 
-ROUTES: list = []
+Queue counters and gauges come from the database (the stats tables), so every process
+answers the same. Two things are per process: the request-latency histogram (fed by
+:func:`observe_request`, which the app's request path has to call) and the database-pool
+gauges (labelled with the process id). With ``PROMETHEUS_MULTIPROC_DIR`` set in the
+environment of every worker before it starts, prometheus-client's multiprocess mode merges
+the histograms of all workers of a node into each answer.
+
+GET /metrics/prometheus answers the text exposition format; its content type must be
+``text/plain; version=0.0.4; charset=utf-8`` (:data:`PROMETHEUS_CONTENT_TYPE`).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from reginamq import __version__
+from reginamq.engine import stats
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import check_queue_name
+from reginamq.http import responses
+from reginamq.http.request import Request
+from reginamq.runtime import Broker
+
+PROMETHEUS_CONTENT_TYPE = CONTENT_TYPE_LATEST
+MAX_PAGE = 1_000
+MAX_ANALYTICS_POINTS = 10_000
+
+_LATENCY_REGISTRY = CollectorRegistry(auto_describe=True)
+REQUEST_SECONDS = Histogram(
+    "reginamq_request_duration_seconds", "HTTP request latency by route and status class",
+    ["method", "route", "status"], registry=_LATENCY_REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+
+def observe_request(method: str, route: str, status: int, seconds: float) -> None:
+    """Record one request (``route`` is the route pattern, never the raw path)."""
+    REQUEST_SECONDS.labels(method, route, f"{status // 100}xx").observe(seconds)
+
+
+async def status(broker: Broker, request: Request) -> responses.Response:
+    body = await broker.run(stats.status)
+    body["version"] = __version__
+    return responses.json(200, body)
+
+
+async def queues(broker: Broker, request: Request) -> responses.Response:
+    limit = request.query_int("limit", 100, 1, MAX_PAGE)
+    offset = request.query_int("offset", 0, 0, 2**31 - 1)
+    return responses.json(200, await broker.run(lambda conn: stats.queues(conn, limit, offset)))
+
+
+async def queue(broker: Broker, request: Request) -> responses.Response:
+    name = check_queue_name(request.path_params["queue"])
+    body = await broker.run(lambda conn: stats.queue(conn, name))
+    if body is None:
+        return responses.error(404, f"queue {name!r} not found")
+    return responses.json(200, body)
+
+
+async def analytics(broker: Broker, request: Request) -> responses.Response:
+    queue_name = request.query("queue")
+    queue_name = check_queue_name(queue_name) if queue_name else None
+    until = request.query_timestamp("to") or datetime.now(UTC)
+    since = request.query_timestamp("from") or until - timedelta(hours=1)
+    interval = request.query_int("interval", 60, stats.BUCKET_SECONDS, 86_400)
+    if since > until:
+        raise BadRequest("from must not be after to")
+    if (until - since).total_seconds() / interval > MAX_ANALYTICS_POINTS:
+        raise BadRequest(f"at most {MAX_ANALYTICS_POINTS} points: widen interval or narrow from/to")
+    return responses.json(200, await broker.run(
+        lambda conn: stats.analytics(conn, queue_name, since, until, interval)))
+
+
+async def refresh(broker: Broker, request: Request) -> responses.Response:
+    count = await broker.run(stats.refresh)
+    return responses.json(200, {"success": True, "queues": count,
+                                "refreshedAt": stats.stamp(datetime.now(UTC))})
+
+
+def _pool(broker: Broker) -> dict:
+    pool = broker.pool
+    if pool is None:
+        return {"size": 0, "idle": 0, "max": 0}
+    return {"size": pool.get_size(), "idle": pool.get_idle_size(), "max": pool.get_max_size()}
+
+
+async def metrics_json(broker: Broker, request: Request) -> responses.Response:
+    body = await broker.run(stats.snapshot)
+    body["process"] = {"pid": os.getpid(), "pool": _pool(broker)}
+    body["version"] = __version__
+    return responses.json(200, body)
+
+
+class _Snapshot:
+    """A one-shot collector: the database snapshot and this process's pool as metric families."""
+
+    def __init__(self, snapshot: dict, pool: dict):
+        self._snapshot, self._pool = snapshot, pool
+
+    def collect(self):
+        counters = {key: CounterMetricFamily(f"reginamq_messages_{name}", help_text, labels=["queue"])
+                    for key, name, help_text in (
+                        ("pushed", "pushed", "Messages pushed"),
+                        ("popped", "popped", "Messages delivered for the first time"),
+                        ("acked", "acked", "Messages consumed (acknowledged, dead-lettered or dropped)"),
+                        ("failed", "failed", "Failed deliveries charged to the retry budget"),
+                        ("deadLettered", "dead_lettered", "Messages moved to the dead-letter queue"))}
+        depth = GaugeMetricFamily("reginamq_queue_depth", "Messages the queue-mode reader has not consumed",
+                                  labels=["queue"])
+        lag = GaugeMetricFamily("reginamq_queue_lag", "Largest backlog of a consumer group, in messages",
+                                labels=["queue"])
+        dlq = GaugeMetricFamily("reginamq_dlq_depth", "Dead letters stored", labels=["queue"])
+        partitions = GaugeMetricFamily("reginamq_queue_partitions", "Partitions", labels=["queue"])
+        group_lag = GaugeMetricFamily("reginamq_consumer_group_lag", "Backlog of a consumer group, in messages",
+                                      labels=["queue", "consumer_group"])
+        for q in self._snapshot["queues"]:
+            for key, family in counters.items():
+                family.add_metric([q["queue"]], q["totals"][key])
+            depth.add_metric([q["queue"]], q["depth"])
+            lag.add_metric([q["queue"]], q["lag"])
+            dlq.add_metric([q["queue"]], q["dlqDepth"])
+            partitions.add_metric([q["queue"]], q["partitions"])
+        for g in self._snapshot["groups"]:
+            group_lag.add_metric([g["queue"], g["consumerGroup"]], g["backlog"])
+        yield from counters.values()
+        yield from (depth, lag, dlq, partitions, group_lag)
+        pid = str(os.getpid())
+        for key, help_text in (("size", "Open database connections"), ("idle", "Idle database connections"),
+                               ("max", "Maximum database connections")):
+            family = GaugeMetricFamily(f"reginamq_db_pool_{key}", f"{help_text} of this process",
+                                       labels=["pid"])
+            family.add_metric([pid], self._pool[key])
+            yield family
+
+
+def _latency_registry():
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return _LATENCY_REGISTRY
+
+
+async def metrics_prometheus(broker: Broker, request: Request) -> responses.Response:
+    snapshot = await broker.run(stats.snapshot)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(snapshot, _pool(broker)))
+    return responses.text(200, generate_latest(registry) + generate_latest(_latency_registry()),
+                          PROMETHEUS_CONTENT_TYPE)
+
+
+ROUTES: list = [
+    ("GET", "/api/v1/status", status),
+    ("GET", "/api/v1/status/queues", queues),
+    ("GET", "/api/v1/status/queues/{queue}", queue),
+    ("GET", "/api/v1/status/analytics", analytics),
+    ("POST", "/api/v1/stats/refresh", refresh),
+    ("GET", "/metrics", metrics_json),
+    ("GET", "/metrics/prometheus", metrics_prometheus),
+]

@@ -1,3 +1,51 @@
-"""(being written)"""
+"""Traces routes: record, by message, by name, names."""
 
-ROUTES: list = []
+from __future__ import annotations
+
+from reginamq.engine import traces
+from reginamq.engine.names import check_name, check_uuid
+from reginamq.http import responses
+from reginamq.http.request import Request
+from reginamq.runtime import Broker
+
+MAX_PAGE = 1_000
+MAX_TIMELINE = 10_000
+
+
+async def record(broker: Broker, request: Request) -> responses.Response:
+    trace = traces.prepare(request.json(traces.TraceBody))
+    created_at = await broker.run(lambda conn: traces.add(conn, trace))
+    return responses.json(201, {"success": True, "id": trace.id,
+                                "createdAt": traces.iso_millis(created_at).decode()})
+
+
+async def for_message(broker: Broker, request: Request) -> responses.Response:
+    partition_id = check_uuid("partitionId", request.path_params["partitionId"])
+    txid = check_name("transactionId", request.path_params["transactionId"])
+    limit = request.query_int("limit", MAX_TIMELINE, 1, MAX_TIMELINE)
+    return responses.json(200, await broker.run(lambda conn: traces.for_message(conn, partition_id, txid, limit)))
+
+
+async def by_name(broker: Broker, request: Request) -> responses.Response:
+    name = check_name("name", request.path_params["name"])
+    since, until = request.query_timestamp("from"), request.query_timestamp("to")
+    limit = request.query_int("limit", 100, 1, MAX_PAGE)
+    offset = request.query_int("offset", 0, 0, 2**31 - 1)
+    return responses.json(200, await broker.run(
+        lambda conn: traces.by_name(conn, name, since, until, limit, offset)))
+
+
+async def names(broker: Broker, request: Request) -> responses.Response:
+    search = request.query("search")
+    search = check_name("search", search) if search else None
+    limit = request.query_int("limit", 100, 1, MAX_PAGE)
+    offset = request.query_int("offset", 0, 0, 2**31 - 1)
+    return responses.json(200, await broker.run(lambda conn: traces.names(conn, search, limit, offset)))
+
+
+ROUTES: list = [
+    ("POST", "/api/v1/traces", record),
+    ("GET", "/api/v1/traces/names", names),
+    ("GET", "/api/v1/traces/by-name/{name*}", by_name),
+    ("GET", "/api/v1/traces/{partitionId}/{transactionId*}", for_message),
+]

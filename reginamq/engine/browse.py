@@ -1,0 +1,100 @@
+"""Operator access to single messages: browse with paging, detail, delete, retry.
+
+Messages are stored per segment (see docs/architecture.md), so nothing here moves an offset:
+
+- browse pages in SQL over the segments of the queue (``rq_messages_page``): offsets,
+  transactionIds and statuses are computed for the filtered set (for its total), payloads are
+  sliced only for the page. A message's answer is its stored fragment plus a suffix, joined as
+  bytes: payloads are never decoded.
+- status is relative to one reader: the queue-mode cursor, or the named ``consumerGroup``.
+  ``dead`` = dead-lettered for that reader, ``completed`` = its cursor is past the message (a
+  reader that has not read the partition yet counts from where its cursor would start),
+  ``leased`` = inside that reader's live lease, ``pending`` = anything else.
+- delete is a tombstone: the slot stays, the fragment loses its data, the offset is recorded
+  in ``rq_deleted`` (which the pop path must skip), dead letters and the dedup key go.
+- retry appends a copy (new id, same transactionId/traceId/data) to the same partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+import orjson
+import uuid_utils
+
+from reginamq.engine.names import QUEUE_MODE
+
+STATUSES = ("pending", "leased", "completed", "dead")
+PAGE_SQL = ("SELECT partition_id::text, partition_name, transaction_id, created_at, status, payload, total "
+            "FROM rq_messages_page($1, $2, $3, $4, $5, $6, $7, $8)")
+GET_SQL = ("SELECT queue_name, partition_name, created_at, status, payload, dead_groups "
+           "FROM rq_message_get($1, $2, $3)")
+DELETE_SQL = "SELECT rq_message_delete($1, $2)"
+RETRY_SQL = ("SELECT message_offset, queue_name, partition_name, removed_dead_letters "
+             "FROM rq_message_retry($1, $2, $3)")
+
+
+def iso_millis(moment: datetime) -> bytes:
+    return (moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z").encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageQuery:
+    queue: str
+    partition: str | None
+    group: str
+    status: str | None
+    since: datetime | None
+    until: datetime | None
+    limit: int
+    offset: int
+
+
+def _message(fragment: bytes, partition_id: str, partition: str, queue: bytes, created_at: datetime,
+             status: str, group: str) -> bytes:
+    return (b"{" + fragment + b',"partitionId":"' + partition_id.encode() + b'","partition":'
+            + orjson.dumps(partition) + b',"queue":' + queue + b',"createdAt":"' + iso_millis(created_at)
+            + b'","status":"' + status.encode() + b'","consumerGroup":'
+            + (b"null" if group == QUEUE_MODE else orjson.dumps(group)) + b"}")
+
+
+async def page(conn, query: MessageQuery) -> bytes:
+    rows = await conn.fetch(PAGE_SQL, query.queue, query.partition, query.group, query.status, query.since,
+                            query.until, query.limit, query.offset)
+    queue = orjson.dumps(query.queue)
+    messages = [_message(row[5], row[0], row[1], queue, row[3], row[4], query.group) for row in rows]
+    if rows:
+        total = rows[0][6]
+    elif query.offset == 0:
+        total = 0
+    else:  # a page past the end still reports the total of the filtered set
+        first = await conn.fetch(PAGE_SQL, query.queue, query.partition, query.group, query.status,
+                                 query.since, query.until, 1, 0)
+        total = first[0][6] if first else 0
+    tail = orjson.dumps({"total": total, "limit": query.limit, "offset": query.offset})
+    return b'{"messages":[' + b",".join(messages) + b"]," + tail[1:]
+
+
+async def get(conn, partition_id: str, txid: str, group: str) -> bytes | None:
+    row = await conn.fetchrow(GET_SQL, partition_id, txid, group)
+    if row is None:
+        return None
+    body = _message(row["payload"], partition_id, row["partition_name"], orjson.dumps(row["queue_name"]),
+                    row["created_at"], row["status"], group)
+    dead = [None if g == QUEUE_MODE else g for g in row["dead_groups"]]
+    return body[:-1] + b',"deadLetteredFor":' + orjson.dumps(dead) + b"}"
+
+
+async def delete(conn, partition_id: str, txid: str) -> int:
+    return await conn.fetchval(DELETE_SQL, partition_id, txid)
+
+
+async def retry(conn, partition_id: str, txid: str) -> dict | None:
+    new_id = str(uuid_utils.uuid7())
+    row = await conn.fetchrow(RETRY_SQL, partition_id, txid, new_id)
+    if row is None or row["message_offset"] is None:
+        return None
+    return {"success": True, "messageId": new_id, "transactionId": txid, "partitionId": partition_id,
+            "queue": row["queue_name"], "partition": row["partition_name"],
+            "removedDeadLetters": row["removed_dead_letters"]}

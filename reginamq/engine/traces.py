@@ -1,0 +1,117 @@
+"""Traces: events consumers record about a message (``msg.trace()`` in the client).
+
+A trace belongs to a message address (partitionId, transactionId) and carries up to
+``MAX_NAMES`` names, through which traces of many messages are found together. ``data`` is
+any JSON value of at most ``MAX_DATA_BYTES``; it is stored as jsonb and answered as stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+import orjson
+import uuid_utils
+
+from reginamq.engine.browse import iso_millis
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.names import QUEUE_MODE, check_name, check_uuid
+
+MAX_DATA_BYTES = 64 * 1024
+MAX_NAMES = 16
+ADD_SQL = "SELECT rq_trace_add($1, $2, $3, $4, $5, $6::text::jsonb, $7)"
+FOR_MESSAGE_SQL = "SELECT * FROM rq_traces_for_message($1, $2, $3)"
+BY_NAME_SQL = "SELECT * FROM rq_traces_by_name($1, $2, $3, $4, $5)"
+NAMES_SQL = "SELECT * FROM rq_trace_names_page($1, $2, $3)"
+
+
+class TraceBody(msgspec.Struct, forbid_unknown_fields=False):
+    transactionId: str
+    partitionId: str
+    data: msgspec.Raw
+    consumerGroup: str | None = None
+    eventType: str | None = "info"
+    traceNames: list[str] | None = None
+
+
+class PreparedTrace(msgspec.Struct):
+    id: str
+    partition_id: str
+    txid: str
+    group: str | None
+    event_type: str
+    data: str
+    names: list[str]
+
+
+def prepare(body: TraceBody) -> PreparedTrace:
+    raw = bytes(body.data)
+    if len(raw) > MAX_DATA_BYTES:
+        raise BadRequest(f"data is larger than {MAX_DATA_BYTES} bytes", status=413)
+    names: list[str] = []
+    for position, name in enumerate(body.traceNames or []):
+        check_name(f"traceNames[{position}]", name)
+        if name not in names:
+            names.append(name)
+    if len(names) > MAX_NAMES:
+        raise BadRequest(f"a trace carries at most {MAX_NAMES} names")
+    group = body.consumerGroup
+    return PreparedTrace(
+        id=str(uuid_utils.uuid7()),
+        partition_id=check_uuid("partitionId", body.partitionId),
+        txid=check_name("transactionId", body.transactionId),
+        group=None if group in (None, "", QUEUE_MODE) else check_name("consumerGroup", group),
+        event_type=check_name("eventType", body.eventType or "info"),
+        data=raw.decode("utf-8"),
+        names=names,
+    )
+
+
+async def add(conn, trace: PreparedTrace) -> datetime:
+    return await conn.fetchval(ADD_SQL, trace.id, trace.partition_id, trace.txid, trace.group,
+                               trace.event_type, trace.data, trace.names)
+
+
+def _render(row) -> dict:
+    return {
+        "id": str(row["id"]),
+        "transactionId": row["transaction_id"],
+        "partitionId": str(row["partition_id"]),
+        "queue": row["queue_name"],
+        "partition": row["partition_name"],
+        "consumerGroup": row["consumer_group"],
+        "eventType": row["event_type"],
+        "data": orjson.Fragment(row["data"]),
+        "traceNames": list(row["trace_names"]),
+        "createdAt": iso_millis(row["created_at"]).decode(),
+    }
+
+
+async def for_message(conn, partition_id: str, txid: str, limit: int) -> dict:
+    rows = await conn.fetch(FOR_MESSAGE_SQL, partition_id, txid, limit)
+    return {"partitionId": partition_id, "transactionId": txid, "traces": [_render(r) for r in rows],
+            "count": len(rows)}
+
+
+async def by_name(conn, name: str, since: datetime | None, until: datetime | None, limit: int,
+                  offset: int) -> dict:
+    rows = await conn.fetch(BY_NAME_SQL, name, since, until, limit, offset)
+    total = rows[0]["total"] if rows else None
+    if total is None:
+        first = await conn.fetch(BY_NAME_SQL, name, since, until, 1, 0) if offset else []
+        total = first[0]["total"] if first else 0
+    return {"traceName": name, "traces": [_render(r) for r in rows], "total": total, "limit": limit,
+            "offset": offset}
+
+
+async def names(conn, search: str | None, limit: int, offset: int) -> dict:
+    rows = await conn.fetch(NAMES_SQL, search, limit, offset)
+    total = rows[0]["total"] if rows else None
+    if total is None:
+        first = await conn.fetch(NAMES_SQL, search, 1, 0) if offset else []
+        total = first[0]["total"] if first else 0
+    return {
+        "names": [{"traceName": r["name"], "traceCount": r["trace_count"], "messageCount": r["message_count"],
+                   "lastSeen": iso_millis(r["last_seen"]).decode()} for r in rows],
+        "total": total, "limit": limit, "offset": offset,
+    }

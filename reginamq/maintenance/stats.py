@@ -1,0 +1,78 @@
+"""The stats loop: refreshes the statistics tables and forgets what no route needs any more.
+
+Every ``interval`` seconds each broker process asks for the ``stats`` lease (a row of its
+own in ``rq_leader_leases``, independent of retention); the holder runs one refresh
+(``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
+bounded purge steps: tombstones of deleted messages no pop can reach any more, and traces
+older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from datetime import UTC, datetime, timedelta
+
+from reginamq.engine import stats
+from reginamq.engine.errors import Unavailable
+from reginamq.maintenance import leader
+
+log = logging.getLogger("reginamq.stats")
+
+LEASE_NAME = "stats"
+STEP_ROWS = 10_000
+MAX_STEPS = 10
+
+
+def trace_retention_days() -> float:
+    try:
+        return float(os.environ.get("REGINAMQ_TRACE_RETENTION_DAYS", "7"))
+    except ValueError:
+        return 7.0
+
+
+class StatsLoop:
+    def __init__(self, run, interval: float):
+        self._run = run
+        self._interval = interval
+        self._holder = leader.holder_id()
+        self._task: asyncio.Task | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _forever(self) -> None:
+        while True:
+            try:
+                if await self._run(lambda conn: leader.take(conn, LEASE_NAME, self._holder)):
+                    await self.round()
+            except Unavailable:
+                pass  # the database is away; try again next time
+            except Exception:
+                log.exception("stats round failed")
+            await asyncio.sleep(self._interval)
+
+    async def round(self) -> dict[str, int]:
+        totals = {"queues": await self._run(stats.refresh), "tombstones": 0, "traces": 0}
+        days = trace_retention_days()
+        steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ())]
+        if days > 0:
+            steps.append(("traces", "SELECT rq_traces_purge_step($2, $1)",
+                          (datetime.now(UTC) - timedelta(days=days),)))
+        for key, sql, extra in steps:
+            for _ in range(MAX_STEPS):
+                deleted = await self._run(lambda conn, sql=sql, extra=extra: conn.fetchval(sql, STEP_ROWS, *extra))
+                totals[key] += deleted
+                if deleted < STEP_ROWS:
+                    break
+        self.rounds += 1
+        return totals

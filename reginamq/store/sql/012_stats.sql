@@ -1,0 +1,266 @@
+-- Statistics: per-queue counters and gauges derived from the tables themselves, so they are
+-- right whichever worker process or node served the traffic. A refresh (the elected stats
+-- loop every few seconds, or POST /api/v1/stats/refresh) compares the tables with the
+-- snapshot it kept last time and books the differences into the current time bucket:
+--   pushed        partitions.last_offset advances
+--   popped        cursors' last_delivered advances (first deliveries)
+--   acked         cursors' committed advances (consumed: completed, dead-lettered or dropped)
+--   failed        charged failures (cursors' retry_count increases; approximate)
+--   dead_lettered rq_dlq rows by failed_at
+-- and the gauges depth (what the queue-mode reader still has to read), lag (the largest
+-- backlog of a named consumer group) and dlq_depth.
+
+CREATE TABLE IF NOT EXISTS rq_stats (
+    queue_id       bigint NOT NULL,
+    bucket         timestamptz NOT NULL,
+    pushed         bigint NOT NULL DEFAULT 0,
+    popped         bigint NOT NULL DEFAULT 0,
+    acked          bigint NOT NULL DEFAULT 0,
+    failed         bigint NOT NULL DEFAULT 0,
+    dead_lettered  bigint NOT NULL DEFAULT 0,
+    depth          bigint NOT NULL DEFAULT 0,
+    lag            bigint NOT NULL DEFAULT 0,
+    dlq_depth      bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, bucket)
+);
+CREATE INDEX IF NOT EXISTS rq_stats_bucket ON rq_stats (bucket);
+
+-- Cumulative counters (what Prometheus reads) and the latest gauges, per queue.
+CREATE TABLE IF NOT EXISTS rq_stats_totals (
+    queue_id       bigint PRIMARY KEY,
+    pushed         bigint NOT NULL DEFAULT 0,
+    popped         bigint NOT NULL DEFAULT 0,
+    acked          bigint NOT NULL DEFAULT 0,
+    failed         bigint NOT NULL DEFAULT 0,
+    dead_lettered  bigint NOT NULL DEFAULT 0,
+    depth          bigint NOT NULL DEFAULT 0,
+    lag            bigint NOT NULL DEFAULT 0,
+    dlq_depth      bigint NOT NULL DEFAULT 0,
+    partitions     bigint NOT NULL DEFAULT 0,
+    refreshed_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- Backlog per (queue, named group) at the last refresh.
+CREATE TABLE IF NOT EXISTS rq_stats_groups (
+    queue_id        bigint NOT NULL,
+    consumer_group  text NOT NULL,
+    backlog         bigint NOT NULL,
+    partitions_behind bigint NOT NULL,
+    PRIMARY KEY (queue_id, consumer_group)
+);
+
+-- What the previous refresh saw.
+CREATE TABLE IF NOT EXISTS rq_stats_partitions (
+    partition_id  uuid PRIMARY KEY,
+    last_offset   bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rq_stats_cursors (
+    partition_id    uuid NOT NULL,
+    consumer_group  text NOT NULL,
+    committed       bigint NOT NULL,
+    last_delivered  bigint NOT NULL,
+    retry_count     int NOT NULL,
+    PRIMARY KEY (partition_id, consumer_group)
+);
+CREATE TABLE IF NOT EXISTS rq_stats_state (
+    id            int PRIMARY KEY CHECK (id = 1),
+    dlq_until     timestamptz NOT NULL,
+    refreshed_at  timestamptz NOT NULL
+);
+
+-- One refresh. Serialised by an advisory lock, so two refreshes never book the same change
+-- twice. The very first refresh of a database books history into the totals only, not into
+-- a bucket. Returns the number of queues.
+CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now       timestamptz;
+    v_bucket    timestamptz;
+    v_dlq_from  timestamptz;
+    v_dlq_until timestamptz;
+    v_first     bool;
+    v_n         int;
+BEGIN
+    PERFORM pg_advisory_xact_lock(5391725843216617);  -- "rq stats"
+    v_now := clock_timestamp();
+    v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
+    SELECT s.dlq_until INTO v_dlq_from FROM rq_stats_state s WHERE s.id = 1;
+    v_first := NOT FOUND;
+    -- Dead letters are counted by failed_at a little behind now: an ack transaction stamped
+    -- before this instant but not committed yet is counted by the next refresh.
+    v_dlq_until := v_now - interval '2 seconds';
+    IF v_dlq_from IS NOT NULL AND v_dlq_until < v_dlq_from THEN
+        v_dlq_until := v_dlq_from;
+    END IF;
+
+    CREATE TEMP TABLE IF NOT EXISTS rq_stats_delta (
+        queue_id bigint, pushed bigint, popped bigint, acked bigint, failed bigint, dead bigint
+    ) ON COMMIT DROP;
+
+    -- pushed: last_offset advances, read and remembered in one statement (one snapshot)
+    WITH snap AS MATERIALIZED (
+        SELECT p.id, p.queue_id, p.last_offset, s.last_offset AS prev
+        FROM rq_partitions p
+        LEFT JOIN rq_stats_partitions s ON s.partition_id = p.id
+        WHERE s.last_offset IS DISTINCT FROM p.last_offset
+    ), remembered AS (
+        INSERT INTO rq_stats_partitions AS s (partition_id, last_offset)
+        SELECT id, last_offset FROM snap
+        ON CONFLICT (partition_id) DO UPDATE SET last_offset = EXCLUDED.last_offset
+    )
+    INSERT INTO rq_stats_delta (queue_id, pushed)
+    SELECT queue_id, sum(greatest(last_offset - coalesce(prev, -1), 0)) FROM snap GROUP BY queue_id;
+
+    -- popped / acked / failed: cursor movements. A cursor seen for the first time counts
+    -- from the start of the log when it read from there (queue mode, subscription "all").
+    WITH snap AS MATERIALIZED (
+        SELECT c.partition_id, c.consumer_group, p.queue_id, c.committed, c.last_delivered, c.retry_count,
+               s.committed AS prev_committed, s.last_delivered AS prev_delivered, s.retry_count AS prev_retry,
+               (c.consumer_group = '__QUEUE_MODE__' OR coalesce(g.subscription_mode, 'all') = 'all') AS from_start,
+               p.log_start
+        FROM rq_consumers c
+        JOIN rq_partitions p ON p.id = c.partition_id
+        LEFT JOIN rq_stats_cursors s ON s.partition_id = c.partition_id AND s.consumer_group = c.consumer_group
+        LEFT JOIN rq_consumer_groups g ON g.queue_id = p.queue_id AND g.name = c.consumer_group
+        WHERE s.partition_id IS NULL OR s.committed <> c.committed OR s.last_delivered <> c.last_delivered
+              OR s.retry_count <> c.retry_count
+    ), remembered AS (
+        INSERT INTO rq_stats_cursors AS s (partition_id, consumer_group, committed, last_delivered, retry_count)
+        SELECT partition_id, consumer_group, committed, last_delivered, retry_count FROM snap
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE
+            SET committed = EXCLUDED.committed, last_delivered = EXCLUDED.last_delivered,
+                retry_count = EXCLUDED.retry_count
+    )
+    INSERT INTO rq_stats_delta (queue_id, popped, acked, failed)
+    SELECT queue_id,
+           sum(CASE WHEN prev_delivered IS NOT NULL THEN greatest(last_delivered - prev_delivered, 0)
+                    WHEN from_start THEN greatest(last_delivered - (log_start - 1), 0) ELSE 0 END),
+           sum(CASE WHEN prev_committed IS NOT NULL THEN greatest(committed - prev_committed, 0)
+                    WHEN from_start THEN greatest(committed - (log_start - 1), 0) ELSE 0 END),
+           sum(CASE WHEN prev_retry IS NULL OR retry_count < prev_retry THEN retry_count
+                    ELSE retry_count - prev_retry END)
+    FROM snap GROUP BY queue_id;
+
+    INSERT INTO rq_stats_delta (queue_id, dead)
+    SELECT d.queue_id, count(*) FROM rq_dlq d
+    WHERE (v_dlq_from IS NULL OR d.failed_at >= v_dlq_from) AND d.failed_at < v_dlq_until
+    GROUP BY d.queue_id;
+
+    -- Per named group: its backlog over the queue's partitions (a partition it has not read
+    -- yet counts from where its cursor would start).
+    DELETE FROM rq_stats_groups;
+    INSERT INTO rq_stats_groups (queue_id, consumer_group, backlog, partitions_behind)
+    SELECT g.queue_id, g.name, sum(b.n), count(*) FILTER (WHERE b.n > 0)
+    FROM rq_consumer_groups g
+    JOIN rq_partitions p ON p.queue_id = g.queue_id
+    LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = g.name
+    CROSS JOIN LATERAL (
+        SELECT greatest(p.last_offset - greatest(coalesce(c.committed, rq_seed_cursor(p.id, p.log_start,
+                                                                                       g.subscription_from)),
+                                                 p.log_start - 1), 0) AS n
+    ) b
+    GROUP BY g.queue_id, g.name;
+
+    -- Gauges and counters per queue, then the bucket.
+    WITH gauges AS (
+        SELECT q.id AS queue_id,
+               coalesce((SELECT sum(greatest(p.last_offset - greatest(coalesce(c.committed, p.log_start - 1),
+                                                                      p.log_start - 1), 0))
+                         FROM rq_partitions p
+                         LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+                         WHERE p.queue_id = q.id), 0) AS depth,
+               coalesce((SELECT max(sg.backlog) FROM rq_stats_groups sg WHERE sg.queue_id = q.id), 0) AS lag,
+               (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id) AS dlq_depth,
+               (SELECT count(*) FROM rq_partitions p WHERE p.queue_id = q.id) AS partitions
+        FROM rq_queues q
+    ), deltas AS (
+        SELECT d.queue_id, coalesce(sum(d.pushed), 0) AS pushed, coalesce(sum(d.popped), 0) AS popped,
+               coalesce(sum(d.acked), 0) AS acked, coalesce(sum(d.failed), 0) AS failed,
+               coalesce(sum(d.dead), 0) AS dead
+        FROM rq_stats_delta d GROUP BY d.queue_id
+    ), joined AS MATERIALIZED (
+        SELECT g.*, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
+               coalesce(d.acked, 0) AS acked, coalesce(d.failed, 0) AS failed, coalesce(d.dead, 0) AS dead,
+               t.queue_id IS NULL OR t.depth <> g.depth OR t.lag <> g.lag OR t.dlq_depth <> g.dlq_depth AS moved
+        FROM gauges g
+        LEFT JOIN deltas d ON d.queue_id = g.queue_id
+        LEFT JOIN rq_stats_totals t ON t.queue_id = g.queue_id
+    ), bucketed AS (
+        INSERT INTO rq_stats AS s (queue_id, bucket, pushed, popped, acked, failed, dead_lettered, depth, lag,
+                                   dlq_depth)
+        SELECT j.queue_id, v_bucket, j.pushed, j.popped, j.acked, j.failed, j.dead, j.depth, j.lag, j.dlq_depth
+        FROM joined j
+        WHERE NOT v_first AND (j.moved OR j.pushed + j.popped + j.acked + j.failed + j.dead > 0)
+        ON CONFLICT (queue_id, bucket) DO UPDATE
+            SET pushed = s.pushed + EXCLUDED.pushed, popped = s.popped + EXCLUDED.popped,
+                acked = s.acked + EXCLUDED.acked, failed = s.failed + EXCLUDED.failed,
+                dead_lettered = s.dead_lettered + EXCLUDED.dead_lettered,
+                depth = EXCLUDED.depth, lag = EXCLUDED.lag, dlq_depth = EXCLUDED.dlq_depth
+    )
+    INSERT INTO rq_stats_totals AS t (queue_id, pushed, popped, acked, failed, dead_lettered, depth, lag,
+                                      dlq_depth, partitions, refreshed_at)
+    SELECT j.queue_id, j.pushed, j.popped, j.acked, j.failed, j.dead, j.depth, j.lag, j.dlq_depth,
+           j.partitions, v_now
+    FROM joined j
+    ON CONFLICT (queue_id) DO UPDATE
+        SET pushed = t.pushed + EXCLUDED.pushed, popped = t.popped + EXCLUDED.popped,
+            acked = t.acked + EXCLUDED.acked, failed = t.failed + EXCLUDED.failed,
+            dead_lettered = t.dead_lettered + EXCLUDED.dead_lettered, depth = EXCLUDED.depth,
+            lag = EXCLUDED.lag, dlq_depth = EXCLUDED.dlq_depth, partitions = EXCLUDED.partitions,
+            refreshed_at = EXCLUDED.refreshed_at;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+
+    -- Forget what belongs to deleted queues, partitions and cursors, and old buckets.
+    DELETE FROM rq_stats_totals t WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = t.queue_id);
+    DELETE FROM rq_stats_partitions s WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = s.partition_id);
+    DELETE FROM rq_stats_cursors s WHERE NOT EXISTS (
+        SELECT 1 FROM rq_consumers c WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group);
+    DELETE FROM rq_stats s WHERE s.bucket < v_now - make_interval(secs => p_keep_seconds);
+
+    INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at) VALUES (1, v_dlq_until, v_now)
+    ON CONFLICT (id) DO UPDATE SET dlq_until = EXCLUDED.dlq_until, refreshed_at = EXCLUDED.refreshed_at;
+    RETURN v_n;
+END;
+$$;
+
+-- Per-queue totals and gauges as of the last refresh (NULL queue: every queue).
+CREATE OR REPLACE FUNCTION rq_stats_queues(p_queue text)
+RETURNS TABLE (queue_name text, namespace text, task text, partitions bigint, pushed bigint, popped bigint,
+               acked bigint, failed bigint, dead_lettered bigint, depth bigint, lag bigint, dlq_depth bigint,
+               refreshed_at timestamptz, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT q.name, q.namespace, q.task, coalesce(t.partitions, 0), coalesce(t.pushed, 0), coalesce(t.popped, 0),
+           coalesce(t.acked, 0), coalesce(t.failed, 0), coalesce(t.dead_lettered, 0), coalesce(t.depth, 0),
+           coalesce(t.lag, 0), coalesce(t.dlq_depth, 0), t.refreshed_at, q.created_at
+    FROM rq_queues q
+    LEFT JOIN rq_stats_totals t ON t.queue_id = q.id
+    WHERE p_queue IS NULL OR q.name = p_queue
+    ORDER BY q.name
+$$;
+
+-- Buckets between two instants folded into p_interval-second steps, per queue (or for one).
+CREATE OR REPLACE FUNCTION rq_stats_series(p_queue text, p_from timestamptz, p_to timestamptz, p_interval int)
+RETURNS TABLE (queue_name text, bucket timestamptz, pushed bigint, popped bigint, acked bigint, failed bigint,
+               dead_lettered bigint, depth bigint, lag bigint, dlq_depth bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT q.name,
+           to_timestamp(floor(extract(epoch FROM s.bucket) / p_interval) * p_interval) AS step,
+           sum(s.pushed)::bigint, sum(s.popped)::bigint, sum(s.acked)::bigint, sum(s.failed)::bigint,
+           sum(s.dead_lettered)::bigint,
+           (array_agg(s.depth ORDER BY s.bucket DESC))[1], (array_agg(s.lag ORDER BY s.bucket DESC))[1],
+           (array_agg(s.dlq_depth ORDER BY s.bucket DESC))[1]
+    FROM rq_stats s
+    JOIN rq_queues q ON q.id = s.queue_id
+    WHERE (p_queue IS NULL OR q.name = p_queue) AND s.bucket >= p_from AND s.bucket <= p_to
+    GROUP BY q.name, step
+    ORDER BY step, q.name
+$$;
+
+CREATE OR REPLACE FUNCTION rq_stats_groups_of(p_queue text)
+RETURNS TABLE (queue_name text, consumer_group text, backlog bigint, partitions_behind bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT q.name, g.consumer_group, g.backlog, g.partitions_behind
+    FROM rq_stats_groups g JOIN rq_queues q ON q.id = g.queue_id
+    WHERE p_queue IS NULL OR q.name = p_queue
+    ORDER BY q.name, g.consumer_group
+$$;

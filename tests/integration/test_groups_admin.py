@@ -1,0 +1,264 @@
+"""Consumer-group admin routes over raw HTTP: list, lagging, detail, delete, seek, subscription."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.helpers import ISO_MILLIS, ack, ack_batch, configure, pop_messages, push, unique
+
+ENTRY_FIELDS = {"name", "queueName", "topics", "members", "cursors", "partitions", "partitionsWithLag",
+                "totalLag", "maxTimeLag", "oldestPendingAt", "state", "subscriptionMode",
+                "subscriptionTimestamp", "subscriptionCreatedAt"}
+PARTITION_FIELDS = {"queueName", "partition", "partitionId", "committed", "position", "lastOffset", "logStart",
+                    "lag", "timeLag", "oldestPendingAt", "leaseId", "leaseExpiresAt", "leaseActive",
+                    "leasedFrom", "leasedTo"}
+
+
+async def entries(http, group: str | None = None, queue: str | None = None) -> list[dict]:
+    response = await http.get("/api/v1/consumer-groups")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert isinstance(body, list)
+    return [e for e in body if (group is None or e["name"] == group) and (queue is None or e["queueName"] == queue)]
+
+
+async def detail(http, group: str, **params) -> dict:
+    response = await http.get(f"/api/v1/consumer-groups/{group}", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def seek(http, group: str, queue: str, body: dict) -> dict:
+    response = await http.post(f"/api/v1/consumer-groups/{group}/queues/{queue}/seek", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_list_reports_lag_and_leases_per_group_and_queue(http, queue):
+    group = unique("g")
+    await push(http, queue, *range(3), partition="a")
+    await push(http, queue, *range(2), partition="b")
+    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=2)
+    await pop_messages(http, queue, "a", batch=10)  # queue mode reads too: never listed
+
+    [entry] = await entries(http, group)
+    assert set(entry) == ENTRY_FIELDS
+    assert entry["queueName"] == queue and entry["topics"] == [queue]
+    assert entry["partitions"] == 2 and entry["cursors"] == 1 and entry["members"] == 1
+    assert entry["totalLag"] == 5 and entry["partitionsWithLag"] == 2
+    assert entry["state"] == "Stable" and entry["subscriptionMode"] == "all"
+    assert entry["subscriptionTimestamp"] is None and ISO_MILLIS.match(entry["subscriptionCreatedAt"])
+    assert isinstance(entry["maxTimeLag"], int) and ISO_MILLIS.match(entry["oldestPendingAt"])
+    assert not await entries(http, "__QUEUE_MODE__")
+
+    await ack_batch(http, leased, consumer_group=group)
+    [entry] = await entries(http, group)
+    assert entry["totalLag"] == 3 and entry["members"] == 0 and entry["partitionsWithLag"] == 2
+
+
+async def test_a_group_with_waiting_messages_and_no_cursor_is_dead_and_lagging(http, queue):
+    group = unique("g")
+    await configure(http, queue)
+    assert await pop_messages(http, queue, consumerGroup=group) == []  # subscribes, reads nothing
+    [entry] = await entries(http, group)
+    assert entry["totalLag"] == 0 and entry["state"] == "Stable" and entry["maxTimeLag"] == 0
+    assert entry["partitions"] == 0 and entry["cursors"] == 0
+    await push(http, queue, "x", "y", partition="p")
+    await asyncio.sleep(1.2)
+
+    [entry] = await entries(http, group)
+    assert entry["state"] == "Dead" and entry["totalLag"] == 2 and entry["maxTimeLag"] >= 1
+    lagging = (await http.get("/api/v1/consumer-groups/lagging", params={"minLagSeconds": 1})).json()
+    assert [e["totalLag"] for e in lagging if e["name"] == group] == [2]
+    patient = (await http.get("/api/v1/consumer-groups/lagging", params={"minLagSeconds": 3600})).json()
+    assert not [e for e in patient if e["name"] == group]
+    response = await http.get("/api/v1/consumer-groups/lagging", params={"minLagSeconds": "soon"})
+    assert response.status_code == 400 and "error" in response.json()
+
+
+async def test_detail_shows_cursor_lag_and_lease_per_partition(http, queue):
+    group = unique("g")
+    await push(http, queue, *range(4), partition="a")
+    await push(http, queue, *range(2), partition="b")
+    [first] = await pop_messages(http, queue, "a", consumerGroup=group, batch=1)
+    await ack(http, first)
+    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=2)
+
+    body = await detail(http, group)
+    assert body["name"] == group and body["totalLag"] == 5 and body["partitionCount"] == 2
+    assert body["members"] == 1 and [q["queueName"] for q in body["queues"]] == [queue]
+    a, b = body["partitions"]
+    assert set(a) == PARTITION_FIELDS
+    assert (a["partition"], a["committed"], a["position"], a["lastOffset"], a["lag"]) == ("a", 0, 0, 3, 3)
+    assert a["leaseActive"] and a["leaseId"] == leased[0]["leaseId"]
+    assert (a["leasedFrom"], a["leasedTo"]) == (1, 2) and ISO_MILLIS.match(a["leaseExpiresAt"])
+    assert a["partitionId"] == first["partitionId"]
+    assert (b["partition"], b["committed"], b["position"], b["lag"]) == ("b", None, -1, 2)
+    assert not b["leaseActive"] and b["leaseId"] is None
+
+    page = await detail(http, group, limit=1, offset=1)
+    assert [p["partition"] for p in page["partitions"]] == ["b"] and page["totalLag"] == 5
+    only = await detail(http, group, queue=queue)
+    assert only["partitionCount"] == 2
+
+    queue_mode = await detail(http, "__QUEUE_MODE__", queue=queue)
+    assert queue_mode["totalLag"] == 6
+
+
+async def test_detail_of_an_unknown_group_is_404(http, queue):
+    response = await http.get(f"/api/v1/consumer-groups/{unique('nobody')}")
+    assert response.status_code == 404 and "error" in response.json()
+    group = unique("g")
+    await pop_messages(http, queue, consumerGroup=group)
+    response = await http.get(f"/api/v1/consumer-groups/{group}", params={"queue": unique("q")})
+    assert response.status_code == 404 and "error" in response.json()
+
+
+async def test_delete_for_one_queue_with_and_without_metadata(http, queue):
+    group, other = unique("g"), unique("q")
+    for name in (queue, other):
+        await push(http, name, 1, 2, partition="p")
+        await ack_batch(http, await pop_messages(http, name, consumerGroup=group), consumer_group=group)
+
+    keep = await http.delete(f"/api/v1/consumer-groups/{group}/queues/{queue}", params={"deleteMetadata": "false"})
+    assert keep.status_code == 200
+    assert keep.json() == {"deleted": True, "consumerGroup": group, "queueName": queue, "cursorsDeleted": 1,
+                           "subscriptionsDeleted": 0, "metadataDeleted": False}
+    [entry] = await entries(http, group, queue)  # still subscribed, no cursor: reads from the start again
+    assert entry["cursors"] == 0 and entry["totalLag"] == 2
+    assert [m["data"] for m in await pop_messages(http, queue, consumerGroup=group)] == [1, 2]
+
+    gone = await http.delete(f"/api/v1/consumer-groups/{group}/queues/{queue}")
+    assert gone.json()["deleted"] is True and gone.json()["subscriptionsDeleted"] == 1
+    assert await entries(http, group, queue) == []
+    assert [e["queueName"] for e in await entries(http, group)] == [other]
+
+    again = await http.delete(f"/api/v1/consumer-groups/{group}/queues/{queue}")
+    assert again.status_code == 200 and again.json()["deleted"] is False
+    no_queue = await http.delete(f"/api/v1/consumer-groups/{group}/queues/{unique('q')}")
+    assert no_queue.status_code == 200 and no_queue.json()["deleted"] is False
+
+
+async def test_delete_a_group_everywhere(http, queue):
+    group, other = unique("g"), unique("q")
+    for name in (queue, other):
+        await push(http, name, 1, partition="p")
+        await pop_messages(http, name, consumerGroup=group)
+    response = await http.delete(f"/api/v1/consumer-groups/{group}")
+    assert response.json() == {"deleted": True, "consumerGroup": group, "cursorsDeleted": 2,
+                               "subscriptionsDeleted": 2, "metadataDeleted": True}
+    assert await entries(http, group) == []
+    assert (await http.get(f"/api/v1/consumer-groups/{group}")).status_code == 404
+    assert (await http.delete(f"/api/v1/consumer-groups/{group}")).json()["deleted"] is False
+    bad = await http.delete(f"/api/v1/consumer-groups/{group}", params={"deleteMetadata": "maybe"})
+    assert bad.status_code == 400 and "error" in bad.json()
+
+
+async def test_seek_to_end_skips_the_backlog_and_clears_leases(http, queue):
+    group = unique("g")
+    await push(http, queue, *range(3), partition="a")
+    await push(http, queue, *range(2), partition="b")
+    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=1)
+
+    answer = await seek(http, group, queue, {"toEnd": True})
+    assert answer == {"success": True, "consumerGroup": group, "queueName": queue, "seekToEnd": True,
+                      "targetTimestamp": None, "partitionsUpdated": 2, "cursorsCreated": 1}
+    [entry] = await entries(http, group, queue)
+    assert entry["totalLag"] == 0 and entry["members"] == 0 and entry["cursors"] == 2
+    assert await pop_messages(http, queue, consumerGroup=group, batch=10) == []
+    stale = await http.post("/api/v1/ack", json={"transactionId": leased[0]["transactionId"],
+                                                 "partitionId": leased[0]["partitionId"],
+                                                 "leaseId": leased[0]["leaseId"], "consumerGroup": group,
+                                                 "status": "completed"})
+    assert stale.status_code == 200 and stale.json()[0]["success"] is False
+
+    await push(http, queue, "fresh", partition="b")
+    assert [m["data"] for m in await pop_messages(http, queue, consumerGroup=group, batch=10)] == ["fresh"]
+
+
+async def test_seek_to_a_timestamp_rewinds_and_creates_missing_cursors(http, queue):
+    group = unique("g")
+    await push(http, queue, "old-a", partition="a")
+    await push(http, queue, "old-b", partition="b")
+    await asyncio.sleep(0.05)
+    await push(http, queue, "new-a", partition="a")
+    await push(http, queue, "new-b", partition="b")
+    consumed = await pop_messages(http, queue, "a", consumerGroup=group, batch=10)
+    await ack_batch(http, consumed, consumer_group=group)
+    instant = next(m["createdAt"] for m in consumed if m["data"] == "new-a")
+    instant_b = (await pop_messages(http, queue, "b", batch=10))[1]["createdAt"]  # queue mode peeks b
+    assert ISO_MILLIS.match(instant)
+
+    answer = await seek(http, group, queue, {"timestamp": min(instant, instant_b)})
+    assert answer["partitionsUpdated"] == 2 and answer["cursorsCreated"] == 1
+    assert answer["targetTimestamp"] == min(instant, instant_b)
+    again = await pop_messages(http, queue, consumerGroup=group, batch=10, partitions=2)
+    assert sorted(m["data"] for m in again) == ["new-a", "new-b"]
+
+    await seek(http, group, queue, {"timestamp": "2000-01-01T00:00:00Z"})
+    [entry] = await entries(http, group, queue)
+    assert entry["totalLag"] == 4
+
+
+async def test_seek_queue_mode_by_name(http, queue):
+    await push(http, queue, 1, 2, 3, partition="p")
+    await seek(http, "__QUEUE_MODE__", queue, {"toEnd": True})
+    assert await pop_messages(http, queue) == []
+
+
+@pytest.mark.parametrize("body", [{}, {"toEnd": False}, {"toEnd": "yes"}, {"timestamp": "yesterday"},
+                                  {"timestamp": 1700000000}, {"toEnd": True, "timestamp": "2024-01-01T00:00:00Z"},
+                                  {"toEnd": True, "position": 3}])
+async def test_seek_refuses_bad_bodies(http, queue, body):
+    await pop_messages(http, queue, consumerGroup="g")
+    response = await http.post(f"/api/v1/consumer-groups/g/queues/{queue}/seek", json=body)
+    assert response.status_code == 400 and "error" in response.json()
+
+
+async def test_seek_on_an_unknown_queue_or_group_is_404(http, queue):
+    response = await http.post(f"/api/v1/consumer-groups/g/queues/{queue}/seek", json={"toEnd": True})
+    assert response.status_code == 404 and "error" in response.json()
+    await push(http, queue, 1)
+    response = await http.post(f"/api/v1/consumer-groups/{unique('g')}/queues/{queue}/seek", json={"toEnd": True})
+    assert response.status_code == 404 and "error" in response.json()
+
+
+async def test_subscription_change_seeds_cursors_created_later(http, queue):
+    group = unique("g")
+    await push(http, queue, "a-old", partition="a")
+    assert len(await pop_messages(http, queue, "a", consumerGroup=group)) == 1
+    await push(http, queue, "b-old", partition="b")  # group has no cursor on b yet
+
+    response = await http.post(f"/api/v1/consumer-groups/{group}/subscription",
+                               json={"queue": queue, "subscriptionMode": "new", "subscriptionFrom": "now"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["success"] is True and body["queues"] == [queue] and body["subscriptionMode"] == "new"
+    assert ISO_MILLIS.match(body["subscriptionTimestamp"])
+    [entry] = await entries(http, group, queue)
+    assert entry["subscriptionMode"] == "new" and entry["subscriptionTimestamp"] == body["subscriptionTimestamp"]
+
+    assert await pop_messages(http, queue, "b", consumerGroup=group) == []  # b-old is before the subscription
+    await push(http, queue, "b-new", partition="b")
+    assert [m["data"] for m in await pop_messages(http, queue, "b", consumerGroup=group)] == ["b-new"]
+
+    everywhere = await http.post(f"/api/v1/consumer-groups/{group}/subscription", json={"subscriptionMode": "all"})
+    assert everywhere.status_code == 200 and everywhere.json()["queues"] == [queue]
+    [entry] = await entries(http, group, queue)
+    assert entry["subscriptionMode"] == "all" and entry["subscriptionTimestamp"] is None
+
+
+@pytest.mark.parametrize(("group", "body", "status"), [
+    ("g", {"subscriptionMode": "sometimes"}, 400),
+    ("g", {}, 400),
+    ("g", {"subscriptionMode": "new", "subscriptionFrom": "tomorrow-ish"}, 400),
+    ("g", {"queue": "a/b", "subscriptionMode": "all"}, 400),
+    ("__QUEUE_MODE__", {"subscriptionMode": "all"}, 400),
+    ("g", {"queue": "no-such-queue-anywhere", "subscriptionMode": "all"}, 404),
+    ("never-subscribed-group", {"subscriptionMode": "all"}, 404),
+])
+async def test_subscription_change_refuses_bad_input(http, group, body, status):
+    response = await http.post(f"/api/v1/consumer-groups/{group}/subscription", json=body)
+    assert response.status_code == status and "error" in response.json()

@@ -1,0 +1,87 @@
+"""Traces over raw HTTP: record, timeline of a message, by name, names, validation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.integration.helpers import ISO_MILLIS, unique
+
+
+def trace_body(partition_id, txid, data, **extra):
+    return {"transactionId": txid, "partitionId": partition_id, "data": data, **extra}
+
+
+async def record(http, body):
+    response = await http.post("/api/v1/traces", json=body)
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert answer["success"] is True and uuid.UUID(answer["id"])
+    return answer
+
+
+async def test_a_message_timeline_in_order(http):
+    pid, txid, name = str(uuid.uuid4()), unique("tx"), unique("flow")
+    await record(http, trace_body(pid, txid, {"step": 1}, traceNames=[name], consumerGroup="__QUEUE_MODE__"))
+    await record(http, trace_body(pid, txid, {"step": 2}, eventType="error", consumerGroup="billing",
+                                  traceNames=None))
+    await record(http, trace_body(pid, txid, "three"))
+    body = (await http.get(f"/api/v1/traces/{pid}/{txid}")).json()
+    assert body["count"] == 3
+    steps = body["traces"]
+    assert [t["data"] for t in steps] == [{"step": 1}, {"step": 2}, "three"]
+    assert [t["eventType"] for t in steps] == ["info", "error", "info"]
+    assert [t["consumerGroup"] for t in steps] == [None, "billing", None]
+    assert steps[0]["traceNames"] == [name] and steps[1]["traceNames"] == []
+    assert all(ISO_MILLIS.match(t["createdAt"]) for t in steps)
+    assert (await http.get(f"/api/v1/traces/{pid}/other")).json()["traces"] == []
+
+
+async def test_by_name_pages_newest_first_and_names_are_listed(http):
+    name, other = unique("order"), unique("other")
+    pid = str(uuid.uuid4())
+    for i in range(5):
+        await record(http, trace_body(pid, f"tx-{i}", {"i": i}, traceNames=[name, other] if i == 0 else [name]))
+    page = (await http.get(f"/api/v1/traces/by-name/{name}", params={"limit": 2, "offset": 1})).json()
+    assert page["total"] == 5 and [t["data"]["i"] for t in page["traces"]] == [3, 2]
+    names = (await http.get("/api/v1/traces/names", params={"search": name})).json()
+    assert names["total"] == 1
+    [entry] = names["names"]
+    assert entry["traceName"] == name and entry["traceCount"] == 5 and entry["messageCount"] == 5
+    nobody = unique("none")
+    assert (await http.get(f"/api/v1/traces/by-name/{nobody}")).json() == {
+        "traceName": nobody, "traces": [], "total": 0, "limit": 100, "offset": 0}
+
+
+async def test_a_name_with_a_slash_is_found(http):
+    name = f"{unique('a')}/b"
+    await record(http, trace_body(str(uuid.uuid4()), "tx", {}, traceNames=[name]))
+    assert (await http.get(f"/api/v1/traces/by-name/{name}")).json()["total"] == 1
+
+
+@pytest.mark.parametrize("body", [
+    {},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4())},
+    {"transactionId": "t", "partitionId": "not-a-uuid", "data": {}},
+    {"transactionId": "", "partitionId": str(uuid.uuid4()), "data": {}},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {}, "traceNames": ["x" * 256]},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {}, "traceNames": [f"n{i}" for i in range(17)]},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {}, "traceNames": [""]},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {}, "traceNames": "one"},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {}, "eventType": 5},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": "\u0000"},
+    {"transactionId": "t", "partitionId": str(uuid.uuid4()), "data": {"big": "x" * 70_000}},
+])
+async def test_bad_traces_are_4xx(http, body):
+    response = await http.post("/api/v1/traces", json=body)
+    assert 400 <= response.status_code < 500 and "error" in response.json(), response.text
+
+
+async def test_bad_reads_are_400(http):
+    for path, params in (("/api/v1/traces/nope/tx", {}), ("/api/v1/traces/names", {"limit": 0}),
+                         ("/api/v1/traces/by-name/x", {"offset": -1}), ("/api/v1/traces/by-name/x", {"from": "z"})):
+        response = await http.get(path, params=params)
+        assert response.status_code == 400, (path, response.text)
+    malformed = await http.post("/api/v1/traces", content=b"{not json", headers={"content-type": "application/json"})
+    assert malformed.status_code == 400
