@@ -8,9 +8,14 @@ renewal that is already late.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
 import socket
 import uuid
+
+from reginamq.engine.errors import Unavailable
 
 LEASE_SECONDS = 15
 TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"
@@ -22,3 +27,44 @@ def holder_id() -> str:
 
 async def take(conn, name: str, holder: str) -> bool:
     return bool(await conn.fetchval(TAKE_SQL, name, holder, LEASE_SECONDS))
+
+
+class ElectedLoop:
+    """A background loop every process runs and only the lease holder acts in.
+
+    Subclasses name their lease (``LEASE_NAME``) and do their work in :meth:`round`.
+    """
+
+    LEASE_NAME = ""
+
+    def __init__(self, run, interval: float):
+        self._run = run
+        self._interval = interval
+        self._holder = holder_id()
+        self._task: asyncio.Task | None = None
+        self._log = logging.getLogger(f"reginamq.{self.LEASE_NAME}")
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _forever(self) -> None:
+        while True:
+            try:
+                if await self._run(lambda conn: take(conn, self.LEASE_NAME, self._holder)):
+                    await self.round()
+                    self.rounds += 1
+            except Unavailable:
+                pass  # the database is away; try again next time
+            except Exception:
+                self._log.exception("%s round failed", self.LEASE_NAME)
+            await asyncio.sleep(self._interval)
+
+    async def round(self) -> dict[str, int]:
+        raise NotImplementedError

@@ -8,49 +8,20 @@ each transaction short, so pushes and pops never queue behind a long delete.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 
-from reginamq.engine.errors import Unavailable
 from reginamq.maintenance import leader
 
 log = logging.getLogger("reginamq.retention")
 
-LEASE_NAME = "retention"
 STEP_ROWS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
 
 
-class RetentionLoop:
-    def __init__(self, run, interval: float):
-        self._run = run
-        self._interval = interval
-        self._holder = leader.holder_id()
-        self._task: asyncio.Task | None = None
-        self.rounds = 0
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._forever())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _forever(self) -> None:
-        while True:
-            try:
-                if await self._run(lambda conn: leader.take(conn, LEASE_NAME, self._holder)):
-                    await self.round()
-            except Unavailable:
-                pass  # the database is away; try again next time
-            except Exception:
-                log.exception("retention round failed")
-            await asyncio.sleep(self._interval)
+class RetentionLoop(leader.ElectedLoop):
+    LEASE_NAME = "retention"
 
     async def round(self) -> dict[str, int]:
         """Run the steps until there is nothing left to do or the round's time is up."""
@@ -63,7 +34,6 @@ class RetentionLoop:
                 totals[key] += deleted
                 if deleted < limit:
                     break
-        self.rounds += 1
         if any(totals.values()):
             log.debug("retention round: %s", totals)
         return totals

@@ -9,19 +9,12 @@ older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import os
 from datetime import UTC, datetime, timedelta
 
 from reginamq.engine import stats
-from reginamq.engine.errors import Unavailable
 from reginamq.maintenance import leader
 
-log = logging.getLogger("reginamq.stats")
-
-LEASE_NAME = "stats"
 STEP_ROWS = 10_000
 MAX_STEPS = 10
 
@@ -33,33 +26,8 @@ def trace_retention_days() -> float:
         return 7.0
 
 
-class StatsLoop:
-    def __init__(self, run, interval: float):
-        self._run = run
-        self._interval = interval
-        self._holder = leader.holder_id()
-        self._task: asyncio.Task | None = None
-        self.rounds = 0
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._forever())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _forever(self) -> None:
-        while True:
-            try:
-                if await self._run(lambda conn: leader.take(conn, LEASE_NAME, self._holder)):
-                    await self.round()
-            except Unavailable:
-                pass  # the database is away; try again next time
-            except Exception:
-                log.exception("stats round failed")
-            await asyncio.sleep(self._interval)
+class StatsLoop(leader.ElectedLoop):
+    LEASE_NAME = "stats"
 
     async def round(self) -> dict[str, int]:
         totals = {"queues": await self._run(stats.refresh), "tombstones": 0, "traces": 0}
@@ -74,5 +42,4 @@ class StatsLoop:
                 totals[key] += deleted
                 if deleted < STEP_ROWS:
                     break
-        self.rounds += 1
         return totals
