@@ -47,18 +47,31 @@ def normalise_status(status: str | None) -> str:
 
 
 def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
+    """Validate and normalise; the ids of a batch repeat (one partition, one lease), so each
+    distinct value is checked once."""
     if len(acks) > MAX_ACKS_PER_REQUEST:
         raise BadRequest(f"at most {MAX_ACKS_PER_REQUEST} acknowledgments per request", status=413)
     prepared = PreparedAcks([], [], [], [], [], [])
+    checked: dict[tuple[str, str | None], str] = {}
+
+    def once(kind: str, value, check) -> str:
+        key = (kind, value)
+        if key not in checked:
+            checked[key] = check(kind, value)
+        return checked[key]
+
     for position, ack in enumerate(acks):
-        where = f"acknowledgments[{position}]"
-        prepared.groups.append(group_or_queue_mode(ack.consumerGroup or default_group))
-        prepared.partitions.append(check_uuid(f"{where}.partitionId", ack.partitionId))
-        prepared.txids.append(check_name(f"{where}.transactionId", ack.transactionId))
-        prepared.leases.append(None if not ack.leaseId else check_uuid(f"{where}.leaseId", ack.leaseId))
+        try:
+            prepared.groups.append(once("consumerGroup", ack.consumerGroup or default_group,
+                                        lambda _kind, value: group_or_queue_mode(value)))
+            prepared.partitions.append(once("partitionId", ack.partitionId, check_uuid))
+            prepared.txids.append(check_name("transactionId", ack.transactionId))
+            prepared.leases.append(None if not ack.leaseId else once("leaseId", ack.leaseId, check_uuid))
+            if ack.error is not None and len(ack.error) > MAX_ERROR_LENGTH:
+                raise BadRequest(f"error is longer than {MAX_ERROR_LENGTH} characters")
+        except BadRequest as error:
+            raise BadRequest(f"acknowledgments[{position}]: {error}", status=error.status) from None
         prepared.statuses.append(normalise_status(ack.status))
-        if ack.error is not None and len(ack.error) > MAX_ERROR_LENGTH:
-            raise BadRequest(f"{where}.error is longer than {MAX_ERROR_LENGTH} characters")
         prepared.errors.append(ack.error)
     return prepared
 

@@ -101,6 +101,7 @@ class Spool:
         self._orphans: list[SpoolFile] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._maybe_pending = True
         self.buffered = 0
 
     def start(self) -> None:
@@ -133,12 +134,18 @@ class Spool:
             spool_file.close()
 
     def pending(self) -> bool:
-        return any(f.pending() for f in [*self._orphans, *([self._own] if self._own else [])])
+        """Cheap on the push path: only the files' sizes are looked at, and only while the
+        spool has been used since it was last found empty."""
+        if not self._maybe_pending:
+            return False
+        self._maybe_pending = any(f.pending() for f in [*self._orphans, *([self._own] if self._own else [])])
+        return self._maybe_pending
 
     def append(self, prepared: push.PreparedPush) -> list[dict]:
         """Keep a push on disk (fsynced) and build its ``buffered`` answer."""
         assert self._own is not None, "the spool is not started"
         self._own.append(prepared)
+        self._maybe_pending = True
         self.buffered += len(prepared.queues)
         self._wake.set()
         return [{**item, "status": "buffered"} for item in push.answer(prepared, {})]
