@@ -11,6 +11,11 @@ import click
 from reginamq import __version__
 from reginamq.bench.cli import bench
 from reginamq.config import DEFAULT_PORT, Settings
+from reginamq.ctl.dlq import dlq
+from reginamq.ctl.groups import group
+from reginamq.ctl.messages import pop, push, tail
+from reginamq.ctl.queues import queue
+from reginamq.ctl.status import status
 
 log = logging.getLogger("reginamq")
 
@@ -71,3 +76,5 @@ def serve(**flags) -> None:
 
 
 main.add_command(bench)
+for command in (queue, push, pop, tail, group, dlq, status):
+    main.add_command(command)

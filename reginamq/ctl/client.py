@@ -62,6 +62,7 @@ class Client:
 
     def __init__(self, url: str, timeout: float = 30.0, token: str | None = None):
         self.url = url.rstrip("/")
+        self.timeout = timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 

@@ -70,8 +70,9 @@ class Output:
             self.console.print(empty)
             return
         table = Table(title=title, title_justify="left", title_style="bold")
-        for name in columns:
-            numeric = name.endswith(("#", "lag", "Lag")) or name in _NUMERIC
+        for position, name in enumerate(columns):
+            values = [row[position] for row in rows if row[position] is not None]
+            numeric = bool(values) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
             table.add_column(name, justify="right" if numeric else "left", overflow="fold")
         for row in rows:
             table.add_row(*(cell(v, 60) for v in row))
@@ -85,7 +86,3 @@ class Output:
             table.add_row(key, cell(value))
         self.console.print(table)
 
-
-_NUMERIC = {"partitions", "messages", "pending", "groups", "dlq", "members", "cursors", "retries",
-            "position", "committed", "last", "depth", "pushed", "popped", "acked", "failed",
-            "dead-lettered", "lag (s)", "deleted"}

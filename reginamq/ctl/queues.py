@@ -17,12 +17,12 @@ def queue() -> None:
 
 
 @queue.command("list")
-@connection_options
 @click.option("--search", default=None, help="Only queues whose name contains this.")
 @click.option("--namespace", default=None, help="Only queues of this namespace.")
 @click.option("--task", default=None, help="Only queues of this task.")
 @click.option("--limit", type=PAGE, default=100, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@connection_options
 def list_queues(ctl, search, namespace, task, limit, offset) -> None:
     """List queues with their partitions, messages, pending backlog, groups and dead letters."""
     body = ctl.client.get("/api/v1/resources/queues", params={
@@ -44,10 +44,10 @@ def _paging_note(ctl, shown: int, total: int | None, offset: int) -> None:
 
 
 @queue.command("show")
-@connection_options
 @click.argument("name")
 @click.option("--limit", type=PAGE, default=100, show_default=True, help="Partitions to list.")
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@connection_options
 def show(ctl, name, limit, offset) -> None:
     """One queue: totals, options, partitions (paged) and the consumer groups reading it."""
     body = ctl.client.get(f"/api/v1/resources/queues/{segment(name)}", params={"limit": limit, "offset": offset})
@@ -85,7 +85,6 @@ def _option_value(text: str):
 
 
 @queue.command("configure")
-@connection_options
 @click.argument("name")
 @click.option("--set", "-s", "settings", multiple=True, metavar="OPTION=VALUE",
               help="A queue option, e.g. -s leaseTime=30 -s deadLetterQueue=true (VALUE is JSON; "
@@ -96,6 +95,7 @@ def _option_value(text: str):
 @click.option("--task", default=None)
 @click.option("--replace", is_flag=True,
               help="Options not given return to their defaults (default: merge with the stored ones).")
+@connection_options
 def configure(ctl, name, settings, options_json, namespace, task, replace) -> None:
     """Create a queue or change its options (the broker validates them and lists the known names)."""
     options: dict = {}
@@ -126,9 +126,9 @@ def configure(ctl, name, settings, options_json, namespace, task, replace) -> No
 
 
 @queue.command("delete")
-@connection_options
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@connection_options
 def delete(ctl, name, yes) -> None:
     """Delete a queue with all its partitions, messages, cursors and dead letters.
 

@@ -19,7 +19,7 @@ from reginamq.engine.waiters import Waiters
 
 POP_SQL = (
     "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_next "
-    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 )
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
@@ -42,14 +42,25 @@ class PopRequest:
     subscription_from: datetime | None
 
 
-class SweepPositions(dict):
-    """Per process: where each (queue or namespace/task, group)'s backlog sweep stopped.
+SWEEP_PAUSE = 1.0
 
-    Losing it (a restart) only restarts a sweep from the beginning."""
+
+class SweepPositions(dict):
+    """Per process: where each (queue or namespace/task, group)'s backlog sweep stopped, and
+    when it may sweep next. After a pop that found nothing the sweep pauses for a second, so
+    idle pollers do not walk a large queue over and over; after a pop that found work it may
+    sweep at once. Losing this state (a restart) only restarts a sweep from the beginning."""
 
     @staticmethod
     def key(request: PopRequest) -> tuple:
         return request.queue, request.namespace, request.task, request.group
+
+    def position(self, key: tuple) -> tuple[object, bool]:
+        position, next_sweep = self.get(key, (None, 0.0))
+        return position, time.monotonic() >= next_sweep
+
+    def record(self, key: tuple, position, found: bool) -> None:
+        self[key] = (position, 0.0 if found else time.monotonic() + SWEEP_PAUSE)
 
 
 async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions,
@@ -66,13 +77,16 @@ async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions
         parked = waiters.park(request.queue) if request.wait else None
         try:
             lease_id = str(uuid.uuid4())
-            sweep_from = sweeps.get(SweepPositions.key(request))
-            rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from: conn.fetch(
-                POP_SQL, *_arguments(request, lease_id), sweep_from))
-            if rows:
-                sweeps[SweepPositions.key(request)] = rows[0][6]
-                if rows[0][1] is not None:
-                    return render(rows, request.group, "" if request.auto_ack else lease_id)
+            key = SweepPositions.key(request)
+            sweep_from, may_sweep = sweeps.position(key)
+            rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep: conn.fetch(
+                POP_SQL, *_arguments(request, lease_id), sweep_from, may_sweep))
+            found = bool(rows) and rows[0][1] is not None
+            sweeps.record(key, rows[0][6] if rows else sweep_from, found)
+            if found:
+                if request.queue is not None and _took_all_it_could(rows, request):
+                    waiters.wake(request.queue)  # there may be more work: let the next poller look
+                return render(rows, request.group, "" if request.auto_ack else lease_id)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return None
@@ -86,6 +100,14 @@ async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions
         finally:
             if parked is not None:
                 waiters.unpark(request.queue, parked)
+
+
+def _took_all_it_could(rows, request: PopRequest) -> bool:
+    """Whether the pop stopped at its own limits (so more may be waiting) rather than
+    because it ran out of work."""
+    partitions = len({row[1] for row in rows})
+    messages = sum(len(row[5]) for row in rows)
+    return partitions >= request.partitions or messages >= request.batch
 
 
 def _arguments(request: PopRequest, lease_id: str) -> tuple:

@@ -22,7 +22,8 @@ ANY_QUEUE = "*"
 
 class Waiters:
     def __init__(self) -> None:
-        self._parked: dict[str, set[asyncio.Future]] = {}
+        # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
+        self._parked: dict[str, dict[asyncio.Future, None]] = {}
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
@@ -33,22 +34,37 @@ class Waiters:
         if self._closing:
             future.set_result(False)
             return future
-        self._parked.setdefault(queue or ANY_QUEUE, set()).add(future)
+        self._parked.setdefault(queue or ANY_QUEUE, {})[future] = None
         return future
 
     def unpark(self, queue: str | None, future: asyncio.Future) -> None:
         key = queue or ANY_QUEUE
         waiting = self._parked.get(key)
         if waiting is not None:
-            waiting.discard(future)
+            waiting.pop(future, None)
             if not waiting:
                 del self._parked[key]
         if not future.done():
             future.cancel()
 
     def wake(self, queue: str) -> None:
+        """Wake one parked pop of the queue (and one discovery pop).
+
+        Not all of them: a push usually feeds one poller, and waking every consumer of a queue
+        for each push turned most pops into empty ones. A woken pop that finds work wakes the
+        next (see pop.py), so wake-ups cascade exactly as long as there is work to hand out;
+        a parked pop also re-checks on its own back-off, so nobody waits longer than that.
+        """
         for key in (queue, ANY_QUEUE):
-            _resolve(self._parked.pop(key, ()), True)
+            waiting = self._parked.get(key)
+            while waiting:
+                future = next(iter(waiting))
+                del waiting[future]
+                if not future.done():
+                    future.set_result(True)
+                    break
+            if waiting is not None and not waiting:
+                del self._parked[key]
 
     @property
     def closing(self) -> bool:

@@ -90,7 +90,8 @@ CREATE OR REPLACE FUNCTION rq_pop(
     p_lease_id        uuid,
     p_sub_mode        text,
     p_sub_from        timestamptz,
-    p_sweep_from      uuid
+    p_sweep_from      uuid,
+    p_may_sweep       bool
 ) RETURNS TABLE (queue_name text, partition_id uuid, partition_name text, created_at timestamptz,
                  attempt int, payloads bytea[], sweep_next uuid)
 LANGUAGE plpgsql AS $$
@@ -141,7 +142,7 @@ BEGIN
         -- A bounded number of sweep windows per pop (an idle million-partition queue must
         -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
         FOR v_window IN 1 .. 8 LOOP
-            EXIT WHEN cardinality(v_cands) > 0;
+            EXIT WHEN cardinality(v_cands) > 0 OR NOT p_may_sweep;
             SELECT s.candidates, s.next_position INTO v_cands, v_sweep_next
             FROM rq_pop_sweep(v_qids, p_group, v_sweep_next, greatest(64, p_max_partitions * 4)) s;
             EXIT WHEN v_sweep_next IS NULL AND p_sweep_from IS NULL;
@@ -174,6 +175,9 @@ BEGIN
                 SELECT g.subscription_from INTO v_sub_from FROM rq_consumer_groups g
                 WHERE g.queue_id = v_cand.qid AND g.name = p_group;
             END IF;
+            -- Several pollers meeting a new partition at once would queue behind each other's
+            -- uncommitted insert of the same cursor; one creates it, the others move on.
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(v_cand.id::text || p_group, 0));
             INSERT INTO rq_consumers AS c (partition_id, consumer_group, committed)
             VALUES (v_cand.id, p_group, rq_seed_cursor(v_cand.id, v_cand.log_start, v_sub_from))
             ON CONFLICT DO NOTHING
