@@ -73,10 +73,12 @@ class PushFusion:
         except Unavailable as error:
             for prepared, future in batch:
                 if not future.done():
-                    if self._spool is None:
-                        future.set_exception(error)
-                    else:
+                    try:
+                        if self._spool is None:
+                            raise error
                         future.set_result(self._spool.append(prepared))
+                    except Exception as failure:  # the spool too could not keep it: not acknowledged
+                        future.set_exception(failure)
             return
         except BaseException as error:
             for _, future in batch:

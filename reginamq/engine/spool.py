@@ -102,6 +102,7 @@ class Spool:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._maybe_pending = True
+        self._closed = False
         self.buffered = 0
 
     def start(self) -> None:
@@ -130,6 +131,7 @@ class Spool:
         if self._own is not None and self.pending():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drain_once(), drain_seconds)
+        self._closed = True
         for spool_file in [*self._orphans, *([self._own] if self._own else [])]:
             spool_file.close()
 
@@ -143,7 +145,8 @@ class Spool:
 
     def append(self, prepared: push.PreparedPush) -> list[dict]:
         """Keep a push on disk (fsynced) and build its ``buffered`` answer."""
-        assert self._own is not None, "the spool is not started"
+        if self._own is None or self._closed:
+            raise Unavailable("database unavailable and the spool is closed (shutting down)")
         self._own.append(prepared)
         self._maybe_pending = True
         self.buffered += len(prepared.queues)

@@ -52,8 +52,11 @@ SERVER_SETTINGS = {
 class EmbeddedPostgres:
     """One PostgreSQL server in one data folder, started on demand and stopped by its starter."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None):
+        """``settings`` add to or override SERVER_SETTINGS (e.g. a TCP port and replication
+        settings for a primary and its standby in the failover test)."""
         self.data_dir = Path(data_dir).expanduser().resolve()
+        self.settings = {**SERVER_SETTINGS, **(settings or {})}
         self.started_here = False
         self.run_as = SYSTEM_USER if os.geteuid() == 0 else None
 
@@ -66,14 +69,19 @@ class EmbeddedPostgres:
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@/postgres?host={self.socket_dir}"
+        port = self.settings.get("port")
+        return f"postgresql://postgres@/postgres?host={self.socket_dir}" + (f"&port={port}" if port else "")
 
-    def start(self) -> str:
-        """Initialise the folder if it is new, start the server unless it runs already."""
+    def prepare(self) -> None:
+        """Create the (empty) data and socket folders, owned by the server's user."""
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(exist_ok=True)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
+
+    def start(self) -> str:
+        """Initialise the folder if it is new, start the server unless it runs already."""
+        self.prepare()
         if not (self.data_dir / "PG_VERSION").exists():
             log.info("initialising a new PostgreSQL data folder in %s", self.data_dir)
             self._run("initdb", "-D", str(self.data_dir), "--auth=trust", "--encoding=UTF8",
@@ -82,7 +90,7 @@ class EmbeddedPostgres:
             log.info("PostgreSQL already runs in %s; using it", self.data_dir)
             return self.url
         options = " ".join(f"-c {key}={value!r}" if value == "" else f"-c {key}={value}"
-                           for key, value in SERVER_SETTINGS.items())
+                           for key, value in self.settings.items())
         options += f" -k {self.socket_dir}"
         logfile = self.data_dir / "postgres.log"
         self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l", str(logfile),
@@ -96,6 +104,10 @@ class EmbeddedPostgres:
             return
         self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", mode, "stop")
         self.started_here = False
+
+    def run_program(self, program: str, *args: str) -> None:
+        """Run one of the server's programs (pg_basebackup, pg_ctl, ...) as the server's user."""
+        self._run(program, *args)
 
     def _running(self) -> bool:
         result = subprocess.run(
