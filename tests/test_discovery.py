@@ -53,3 +53,14 @@ async def test_a_failed_message_on_an_old_partition_comes_back_at_once(http):
     assert again.status_code == 200
     [redelivered] = again.json()["messages"]
     assert redelivered["transactionId"] == message["transactionId"] and redelivered["deliveryAttempt"] == 2
+
+
+async def test_among_20000_partitions_a_wildcard_pop_finds_the_one_with_data(http):
+    queue = f"d-{uuid.uuid4().hex[:8]}"
+    names = [f"p{n:05d}" for n in range(20_000)]
+    await push_partitions(http, queue, names)
+    assert len(await drain(http, queue, "g", partitions=1000)) == 20_000
+    await push_partitions(http, queue, ["p07777"])  # an old partition gets one new message
+    response = await http.get(f"/api/v1/pop/queue/{queue}", params={"consumerGroup": "g"})
+    assert response.status_code == 200
+    assert [(m["partition"], m["data"]) for m in response.json()["messages"]] == [("p07777", "p07777")]
