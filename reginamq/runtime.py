@@ -33,6 +33,7 @@ _UNAVAILABLE = (
     asyncio.TimeoutError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
     asyncpg.QueryCanceledError,
@@ -40,6 +41,8 @@ _UNAVAILABLE = (
     asyncpg.InsufficientResourcesError,
 )
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+_BROKEN_CONNECTION = (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                      asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError)
 
 
 class Broker:
@@ -77,7 +80,11 @@ class Broker:
         for attempt in range(RETRIES):
             try:
                 async with self.pool.acquire(timeout=10) as conn:
-                    return await call(conn)
+                    try:
+                        return await call(conn)
+                    except _BROKEN_CONNECTION:
+                        conn.terminate()  # never hand a connection in an unknown state to the next request
+                        raise
             except _RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise Unavailable("the database kept aborting this request; retry") from None

@@ -1,4 +1,4 @@
-"""The disk spool on its own: framing, torn records, progress, and orphaned files."""
+"""The disk spool on its own: one file per node, replayed in append order by one process."""
 
 from __future__ import annotations
 
@@ -10,37 +10,26 @@ import msgspec
 
 from reginamq.engine import push
 from reginamq.engine.errors import Unavailable
-from reginamq.engine.spool import Spool, SpoolFile
+from reginamq.engine.spool import Spool
 from tests.conftest import eventually
 
 
 def prepared(queue: str, *values: int) -> push.PreparedPush:
-    return push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(str(v).encode()),
+    return push.prepare([push.PushItem(queue=queue, partition="p", payload=msgspec.Raw(str(v).encode()),
                                        transactionId=f"{queue}-{v}") for v in values])
 
 
-def test_records_survive_reopening_and_a_torn_tail_is_ignored(tmp_path):
-    spool_file = SpoolFile(tmp_path / "spool-1.log")
-    spool_file.append(prepared("q", 1, 2))
-    spool_file.append(prepared("q", 3))
-    spool_file.close()
-    with open(tmp_path / "spool-1.log", "ab") as handle:
-        handle.write(b"\x00\x00\x01\x00garbage")  # a record cut short by a crash
-    reopened = SpoolFile(tmp_path / "spool-1.log")
-    records = [record.txids for _end, record in reopened.records()]
-    assert records == [["q-1", "q-2"], ["q-3"]]
-    first_end = next(iter(reopened.records()))[0]
-    reopened.mark_drained(first_end)
-    assert [record.txids for _end, record in reopened.records()] == [["q-3"]]
+async def stored_txids(conn, queue: str) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT unnest(s.txids) AS txid FROM rq_segments s JOIN rq_partitions p ON p.id = s.partition_id "
+        "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1 ORDER BY s.base_offset", queue)
+    return [r["txid"] for r in rows]
 
 
-async def test_an_orphaned_spool_is_drained_in_order_into_the_database(tmp_path, database_url):
+async def test_two_processes_spools_replay_in_the_order_the_node_accepted(tmp_path, database_url):
+    """Two workers of one node append in turn during an outage; the replay keeps that order,
+    and a record torn by a crash at the end is dropped, not replayed and not blocking."""
     queue = f"spool-{uuid.uuid4().hex[:8]}"
-    orphan = SpoolFile(tmp_path / "spool-999999.log")  # a process that died with records pending
-    orphan.append(prepared(queue, 1, 2))
-    orphan.append(prepared(queue, 3))
-    orphan.close()
-
     conn = await asyncpg.connect(database_url)
     outage = {"on": True}
 
@@ -49,23 +38,49 @@ async def test_an_orphaned_spool_is_drained_in_order_into_the_database(tmp_path,
             raise Unavailable("database unavailable")
         return await call(conn)
 
-    spool = Spool(tmp_path, run)
-    spool.start()
+    first, second = Spool(tmp_path, run), Spool(tmp_path, run)
+    first.start()
+    second.start()
     try:
-        assert spool.pending()
-        answer = spool.append(prepared(queue, 4))  # this process, during the outage
-        assert [a["status"] for a in answer] == ["buffered"]
+        for n, spool in enumerate([first, second, first, second]):
+            answer = spool.append(prepared(queue, 2 * n, 2 * n + 1))
+            assert [a["status"] for a in answer] == ["buffered", "buffered"]
+        assert first.pending() and second.pending()  # both see the node's spool
+        with open(tmp_path / "spool.log", "ab") as handle:
+            handle.write(b"\x00\x00\x01\x00torn")  # a writer killed mid-record
         outage["on"] = False
-        assert await eventually(lambda: _drained(spool), seconds=10)
-        stored = await conn.fetch(
-            "SELECT unnest(s.txids) AS txid FROM rq_segments s JOIN rq_partitions p ON p.id = s.partition_id "
-            "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1 ORDER BY s.base_offset", queue)
-        assert [r["txid"] for r in stored] == [f"{queue}-{v}" for v in (1, 2, 3, 4)]
+        assert await eventually(lambda: _empty(first, second), seconds=15)
+        assert await stored_txids(conn, queue) == [f"{queue}-{v}" for v in range(8)]
     finally:
-        await spool.stop()
+        await first.stop()
+        await second.stop()
         await conn.close()
 
 
-async def _drained(spool: Spool) -> bool:
-    await asyncio.sleep(0)
-    return not spool.pending()
+async def test_a_spool_left_by_a_dead_process_is_replayed_by_the_next_one(tmp_path, database_url):
+    queue = f"spool-{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(database_url)
+
+    async def down(call):
+        raise Unavailable("database unavailable")
+
+    async def up(call):
+        return await call(conn)
+
+    dead = Spool(tmp_path, down)
+    dead.start()
+    dead.append(prepared(queue, 1, 2))
+    await dead.stop(drain_seconds=0.2)  # the process goes away with the record still on disk
+    survivor = Spool(tmp_path, up)
+    survivor.start()
+    try:
+        assert await eventually(lambda: _empty(survivor), seconds=15)
+        assert await stored_txids(conn, queue) == [f"{queue}-1", f"{queue}-2"]
+    finally:
+        await survivor.stop()
+        await conn.close()
+
+
+async def _empty(*spools: Spool) -> bool:
+    await asyncio.sleep(0.05)
+    return not any(spool.pending() for spool in spools)

@@ -74,6 +74,16 @@ def shape_options(function):
 @click.option("--lease-seconds", type=click.IntRange(1), default=None, help="Queue leaseTime.")
 @click.option("--drain", type=click.FloatRange(0), default=10, show_default=True,
               help="Seconds to keep consuming after the load until everything accepted was acked.")
+@click.option("--verify", is_flag=True,
+              help="Account for every message: 0 lost, 0 reordered, 0 phantoms (exit 1 otherwise); "
+                   "pushes and acks are retried, pushes to one partition are serialized.")
+@click.option("--pipeline-stages", type=click.IntRange(0, 20), default=0, show_default=True,
+              help="With --verify: N ordered stages, each pops queue i-1 and acks + pushes to queue i "
+                   "in one transaction; the last queue is verified.")
+@click.option("--crash-after-pops", type=click.IntRange(0), default=0, show_default=True,
+              help="With --verify: every Nth pop a consumer abandons its batch unacked and restarts.")
+@click.option("--retry-seconds", type=click.FloatRange(0), default=30, show_default=True,
+              help="With --verify: how long a push, ack or transaction is retried on a 5xx or no answer.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Write the config, every interval and the final figures to this file.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
@@ -129,7 +139,8 @@ def ceiling(**flags) -> None:
 CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "pop_partitions",
                  "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight", "dedup_window",
-                 "completed_retention", "lease_seconds", "drain"}
+                 "completed_retention", "lease_seconds", "drain", "verify", "pipeline_stages",
+                 "crash_after_pops", "retry_seconds"}
 
 
 def _stop_on_sigterm() -> None:

@@ -45,6 +45,10 @@ class BenchConfig:
     pop_timeout_ms: int = 1000
     push_timeout: float = 30.0
     run_id: str = ""
+    verify: bool = False
+    pipeline_stages: int = 0
+    crash_after_pops: int = 0
+    retry_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.queue:
@@ -60,7 +64,14 @@ class BenchConfig:
             deliveries = self.rate * max(1, self.groups)
             self.consumer_procs = max(1, min(cores * 2, self.total_consumers,
                                              math.ceil(deliveries / CONSUMER_PROC_CAPACITY)))
-        self.consumer_procs = min(self.consumer_procs, self.total_consumers)
+        if self.pipeline_stages or self.crash_after_pops:
+            self.verify = True
+        self.consumer_procs = min(self.consumer_procs, self.consumer_slots)
+
+    @property
+    def consumer_slots(self) -> int:
+        """Consumers in all: the drainers, plus under --pipeline-stages each stage's."""
+        return self.total_consumers + self.pipeline_stages * self.consumers
 
     @property
     def group_names(self) -> list[str | None]:

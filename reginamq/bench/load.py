@@ -108,6 +108,7 @@ class Reporter:
         self.start_ns = start_ns
         self.report_ns = int(report_s * 1e9)
         self.tick = 1
+        self.extra = None  # under --verify: the records and ledgers to hand over with each snapshot
 
     def next_tick_ns(self) -> int:
         return self.start_ns + self.tick * self.report_ns
@@ -116,6 +117,8 @@ class Reporter:
         snapshot = {"kind": self.kind, "index": self.index, "tick": self.tick, "final": final,
                     "counters": self.counters, "latency": self.latency.to_sparse() if self.latency.count else None,
                     "pacer_lag_max_ns": self.pacer_lag_max_ns}
+        if self.extra is not None:
+            snapshot["verify"] = self.extra(final)
         self.queue.put(snapshot)
         self.counters = dict.fromkeys(self.fields, 0)
         self.latency.reset()
@@ -185,7 +188,41 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     connector = aiohttp.TCPConnector(limit=512, force_close=False)
     timeout = aiohttp.ClientTimeout(total=cfg.push_timeout)
 
+    if cfg.verify:
+        from reginamq.bench import verify
+
+        ledger, chains, verify_stats = verify.Ledger(), verify.PartitionChains(), verify.new_stats()
+        retrier = verify.Retrier(verify_stats, "push", cfg.retry_seconds)
+
+        def handover(final: bool) -> dict:
+            payload = {"stats": dict(verify_stats)}
+            verify_stats.clear()
+            if final:
+                payload.update(producer=index, ledger=ledger.export())
+            return payload
+
+        reporter.extra = handover
+
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def verified(body: bytes, n: int, partition: int, first: int) -> None:
+            c = reporter.counters
+            c["push_reqs"] += 1
+            try:
+                try:
+                    accepted = await chains.run(
+                        partition, lambda: verify.verified_push(session, push_url, body, n, retrier))
+                except Exception:
+                    accepted = [False] * n
+                ledger.record(partition, first, n, accepted)
+                ok = sum(accepted)
+                c = reporter.counters
+                c["accepted"] += ok
+                if ok < n:
+                    c["push_err"] += 1
+                    c["push_err_msgs"] += n - ok
+            finally:
+                gate.give(n)
 
         async def push(body: bytes, n: int) -> None:
             c = reporter.counters
@@ -226,9 +263,13 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
                     c["shed"] += cfg.push_batch
                     continue
                 partition = partition_of(cfg, push_index, instant, start_ns)
+                first = sequences[partition]
                 body = build_push_body(cfg, index, partition, sequences, instant, tx)
                 tx += cfg.push_batch
-                task = asyncio.create_task(push(body, cfg.push_batch))
+                if cfg.verify:
+                    task = asyncio.create_task(verified(body, cfg.push_batch, partition, first))
+                else:
+                    task = asyncio.create_task(push(body, cfg.push_batch))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             upcoming = pacer.next_instant()
@@ -263,6 +304,18 @@ async def _consume(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     reporter = Reporter("consumer", index, CONSUMER_FIELDS, queue, start_ns, cfg.report)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=cfg.pop_timeout_ms / 1000 + 30)
+    if cfg.verify:
+        from reginamq.bench import verify
+
+        sink = verify.RecordSink()
+        reporter.extra = lambda final: sink.export()
+        report_task = asyncio.create_task(reporter.run())
+        await verify.consume(cfg, url, index, reporter, stop, sink)
+        report_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await report_task
+        reporter.send(final=True)
+        return
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         report_task = asyncio.create_task(reporter.run())
         workers = [asyncio.create_task(_consumer(cfg, session, url, group, slot, reporter, stop))

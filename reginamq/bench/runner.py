@@ -42,11 +42,14 @@ async def configure_queue(cfg: BenchConfig, url: str) -> None:
     """Create the queue (and set only the options asked for) before any load."""
     import aiohttp
 
-    async with aiohttp.ClientSession() as session, session.post(
-            f"{url}/api/v1/configure", json={"queue": cfg.queue, "options": cfg.queue_options()},
-            timeout=aiohttp.ClientTimeout(total=30)) as response:
-        if response.status != 200:
-            raise RuntimeError(f"configure {cfg.queue} answered {response.status}: {await response.text()}")
+    from reginamq.bench.verify import all_queues
+
+    async with aiohttp.ClientSession() as session:
+        for name in all_queues(cfg):
+            async with session.post(f"{url}/api/v1/configure", json={"queue": name, "options": cfg.queue_options()},
+                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"configure {name} answered {response.status}: {await response.text()}")
 
 
 def interval_row(t: float, phase: str, interval: Interval, totals: Interval, seconds: float, system: dict) -> dict:
@@ -141,6 +144,12 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
     rows: list[dict] = []
     totals, current = Interval(), Interval()
     producers_left, consumers_left = cfg.producer_procs, cfg.consumer_procs
+    verifier = None
+    if cfg.verify:
+        from reginamq.bench.verify import Verifier
+
+        verifier = Verifier(cfg)
+    settled_checked = 0.0
     phase = "load"
     drain_deadline = None
     last_tick_ns = start_ns
@@ -155,6 +164,8 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
                 snapshot = reports.get_nowait()
             except queue_module.Empty:
                 return
+            if verifier is not None and "verify" in snapshot:
+                verifier.add(snapshot["verify"])
             current.add_snapshot(snapshot)
             totals.add_snapshot(snapshot)
             if snapshot["final"]:
@@ -194,7 +205,14 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
         if phase == "drain" and stop_sent_at is None:
             c = totals.counters
             expected = c["accepted"] * cfg.fanout
-            if (c["popped"] >= expected and c["acked"] >= expected) or time.monotonic() >= drain_deadline:
+            if verifier is not None:  # done when every accepted message was acked, by every group
+                done = False
+                if time.monotonic() - settled_checked >= 0.5:
+                    settled_checked = time.monotonic()
+                    done = verifier.settled()
+            else:
+                done = c["popped"] >= expected and c["acked"] >= expected
+            if done or time.monotonic() >= drain_deadline:
                 stop.set()
                 stop_sent_at = time.monotonic()
         c = totals.counters
@@ -206,6 +224,8 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
                                                      "pop_err", "ack_err")):
                 await emit(now)
             final = final_figures(cfg, rows, totals, (now - start_ns) / 1e9)
+            if verifier is not None:
+                final["verify"] = verifier.results()
             if interrupted.is_set():
                 final["interrupted"] = True
                 final["duration_s"] = min(cfg.duration, (interrupted_at - start_ns) / 1e9)

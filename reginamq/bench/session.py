@@ -64,6 +64,11 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
             display.print(report.final_line(final))
             for text in report.summary_lines(final):
                 display.print(text)
+            if "verify" in final:
+                from reginamq.bench.verify import result_lines
+
+                for text in result_lines(final["verify"])[:-1]:
+                    display.print(text)
         extra = {}
         if with_ceiling:
             if database_url is None:
@@ -80,6 +85,11 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
         if plot_path is not None:
             report.write_plot(plot_path, cfg, rows)
             print(f"wrote {plot_path}")
+        if "verify" in final:
+            from reginamq.bench.verify import Verifier, result_lines
+
+            print(result_lines(final["verify"])[-1], flush=True)  # the counters, as the very last line
+            return 1 if Verifier.failed(final["verify"]) else 0
         return 0
     finally:
         if broker is not None:

@@ -22,6 +22,7 @@ from reginamq.engine.spool import Spool
 
 MAX_ITEMS_PER_FLUSH = 5_000
 MAX_FLUSHES_IN_FLIGHT = 2
+RECONNECT_PAUSES = (0.02, 0.2)
 
 
 class PushFusion:
@@ -64,12 +65,22 @@ class PushFusion:
         self._pending.extendleft(reversed(deferred))
         return batch
 
+    async def _write(self, merged: push.PreparedPush) -> dict[int, str]:
+        """A lost connection is often just that one connection (a restarted backend, a killed
+        session): try fresh ones briefly before falling back to the spool."""
+        for pause in RECONNECT_PAUSES:
+            try:
+                return await self._run(lambda conn: push.execute(conn, merged))
+            except Unavailable:
+                await asyncio.sleep(pause)
+        return await self._run(lambda conn: push.execute(conn, merged))
+
     async def _flush(self, batch) -> None:
         if not batch:
             return
         merged = push.merge([prepared for prepared, _ in batch])
         try:
-            duplicates = await self._run(lambda conn: push.execute(conn, merged))
+            duplicates = await self._write(merged)
         except Unavailable as error:
             for prepared, future in batch:
                 if not future.done():

@@ -1,16 +1,20 @@
 """The disk spool: pushes accepted while PostgreSQL cannot be reached.
 
 A push that cannot reach the database is appended here and fsynced before its producer is
-answered ``buffered``; a drain task replays the records in order, with their original
-message ids and transactionIds, once the database answers again (deduplication on the
-transactionId makes a replayed record idempotent). While records wait, new pushes of this
-process are spooled behind them, so a partition's order is kept across the outage.
+answered ``buffered``; records are replayed in append order, with their original message ids
+and transactionIds, once the database answers again (deduplication on the transactionId makes
+a replayed record idempotent).
 
-Each process owns one file (locked with flock while it lives); on start a process also
-drains files whose owner died, so a crash does not strand buffered messages. Records are
-framed as length + CRC32 + msgpack; a record torn by a crash was never acknowledged and is
-ignored. Drained progress is kept in a small sidecar, so a restart does not replay what was
-already written.
+Order is the point of the design. All worker processes of a node (and any broker sharing the
+folder) append to ONE file, under an exclusive flock, so the file's order is the order in
+which the node accepted the pushes; one process at a time replays it (a second flock); and
+while the file holds anything, every process spools its new pushes behind it instead of
+writing them directly, so a producer's later push can never overtake an earlier buffered one.
+The check is one ``stat`` per push; the file is truncated once fully replayed.
+
+Records are framed as length + CRC32 + msgpack; a record torn by a crash was never
+acknowledged and is ignored. The replayed offset is kept in a sidecar (fsynced per record),
+so a crash during replay does not replay much again.
 """
 
 from __future__ import annotations
@@ -31,49 +35,120 @@ from reginamq.engine.errors import Unavailable
 
 log = logging.getLogger("reginamq.spool")
 HEADER = struct.Struct(">II")  # length, crc32
-RETRY_SECONDS = 1.0
+RETRY_SECONDS = 0.5
+WATCH_SECONDS = 1.0
 
 
-class SpoolFile:
-    """One append-only file of push records plus the offset drained so far."""
+@contextlib.contextmanager
+def _locked(fd: int, blocking: bool = True):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.progress_path = path.with_suffix(".drained")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
 
-    def lock(self) -> bool:
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+class Spool:
+    def __init__(self, folder: Path, run):
+        self.folder = folder
+        self._run = run
+        self._log_fd: int | None = None
+        self._drain_fd: int | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.buffered = 0
 
-    def close(self) -> None:
-        os.close(self._fd)
+    @property
+    def path(self) -> Path:
+        return self.folder / "spool.log"
 
-    def append(self, prepared: push.PreparedPush) -> None:
+    @property
+    def progress_path(self) -> Path:
+        return self.folder / "spool.replayed"
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._log_fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._drain_fd = os.open(self.folder / "drain.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._task = asyncio.get_running_loop().create_task(self._drain_forever())
+
+    async def stop(self, drain_seconds: float = 10.0) -> None:
+        """Stop; first try, for a bounded time, to leave nothing behind on disk (what is left
+        is replayed by the next process that starts on this folder)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._log_fd is not None and self.pending():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._replay(), drain_seconds)
+        for fd in (self._log_fd, self._drain_fd):
+            if fd is not None:
+                os.close(fd)
+        self._log_fd = self._drain_fd = None
+
+    def pending(self) -> bool:
+        """Whether anything waits in the node's spool (written by any process)."""
+        return self._log_fd is not None and os.fstat(self._log_fd).st_size > 0
+
+    def append(self, prepared: push.PreparedPush) -> list[dict]:
+        """Keep a push on disk (fsynced) and build its ``buffered`` answer."""
+        if self._log_fd is None:
+            raise Unavailable("database unavailable and the spool is closed (shutting down)")
         body = msgspec.msgpack.encode(prepared)
-        os.write(self._fd, HEADER.pack(len(body), zlib.crc32(body)) + body)
-        os.fsync(self._fd)
+        with _locked(self._log_fd):
+            os.write(self._log_fd, HEADER.pack(len(body), zlib.crc32(body)) + body)
+            os.fsync(self._log_fd)
+        self.buffered += len(prepared.queues)
+        self._wake.set()
+        return [{**item, "status": "buffered"} for item in push.answer(prepared, {})]
 
-    def drained(self) -> int:
-        try:
-            return int(self.progress_path.read_text() or 0)
-        except (FileNotFoundError, ValueError):
-            return 0
+    async def _drain_forever(self) -> None:
+        """Replay whenever there is something; also watch for records other processes wrote."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), WATCH_SECONDS)
+            self._wake.clear()
+            while self.pending() and not await self._replay():
+                await asyncio.sleep(RETRY_SECONDS)
 
-    def mark_drained(self, offset: int) -> None:
-        temporary = self.progress_path.with_suffix(".tmp")
-        temporary.write_text(str(offset))
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        temporary.replace(self.progress_path)
+    async def _replay(self) -> bool:
+        """Replay the file as far as it goes; False when the database is still away.
 
-    def records(self):
-        """(end offset, record) for every whole record after the drained point."""
+        Only the process holding the drain lock replays; the others report success and go on
+        spooling behind it until the file is empty.
+        """
+        with _locked(self._drain_fd, blocking=False) as mine:
+            if not mine:
+                return True
+            try:
+                for end, prepared in self._records(self._replayed()):
+                    await self._run(lambda conn, prepared=prepared: push.execute(conn, prepared))
+                    self.buffered = max(0, self.buffered - len(prepared.queues))
+                    self._mark_replayed(end)
+            except Unavailable:
+                return False
+            except Exception:
+                log.exception("replaying the spool failed; will retry")
+                return False
+            with _locked(self._log_fd):
+                # Nobody appends while we hold this lock: no whole record left means the file
+                # is done (a torn tail is a record whose writer died before acknowledging it).
+                if next(self._records(self._replayed()), None) is None:
+                    os.ftruncate(self._log_fd, 0)
+                    self._mark_replayed(0)
+                    log.info("spool replayed")
+            return True
+
+    def _records(self, start: int):
+        """(end offset, record) for every whole record from ``start``."""
         with open(self.path, "rb") as handle:
-            handle.seek(self.drained())
+            handle.seek(start)
             while True:
                 header = handle.read(HEADER.size)
                 if len(header) < HEADER.size:
@@ -84,101 +159,15 @@ class SpoolFile:
                     return  # torn by a crash before it was acknowledged
                 yield handle.tell(), msgspec.msgpack.decode(body, type=push.PreparedPush)
 
-    def pending(self) -> bool:
-        return os.fstat(self._fd).st_size > self.drained()
-
-    def reset(self) -> None:
-        """Everything was replayed: start the file afresh."""
-        os.ftruncate(self._fd, 0)
-        self.mark_drained(0)
-
-
-class Spool:
-    def __init__(self, folder: Path, run):
-        self.folder = folder
-        self._run = run
-        self._own: SpoolFile | None = None
-        self._orphans: list[SpoolFile] = []
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._maybe_pending = True
-        self._closed = False
-        self.buffered = 0
-
-    def start(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._own = SpoolFile(self.folder / f"spool-{os.getpid()}.log")
-        self._own.lock()
-        for path in sorted(self.folder.glob("spool-*.log")):
-            if path == self._own.path:
-                continue
-            orphan = SpoolFile(path)
-            if orphan.lock():  # its owner is gone: this process drains it
-                self._orphans.append(orphan)
-            else:
-                orphan.close()
-        self._task = asyncio.get_running_loop().create_task(self._drain_forever())
-        if self.pending():
-            self._wake.set()
-
-    async def stop(self, drain_seconds: float = 10.0) -> None:
-        """Stop draining; first try, for a bounded time, to leave nothing behind on disk
-        (what is left is drained by the next process that starts on this folder)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._own is not None and self.pending():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drain_once(), drain_seconds)
-        self._closed = True
-        for spool_file in [*self._orphans, *([self._own] if self._own else [])]:
-            spool_file.close()
-
-    def pending(self) -> bool:
-        """Cheap on the push path: only the files' sizes are looked at, and only while the
-        spool has been used since it was last found empty."""
-        if not self._maybe_pending:
-            return False
-        self._maybe_pending = any(f.pending() for f in [*self._orphans, *([self._own] if self._own else [])])
-        return self._maybe_pending
-
-    def append(self, prepared: push.PreparedPush) -> list[dict]:
-        """Keep a push on disk (fsynced) and build its ``buffered`` answer."""
-        if self._own is None or self._closed:
-            raise Unavailable("database unavailable and the spool is closed (shutting down)")
-        self._own.append(prepared)
-        self._maybe_pending = True
-        self.buffered += len(prepared.queues)
-        self._wake.set()
-        return [{**item, "status": "buffered"} for item in push.answer(prepared, {})]
-
-    async def _drain_forever(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while not await self._drain_once():
-                await asyncio.sleep(RETRY_SECONDS)
-
-    async def _drain_once(self) -> bool:
-        for spool_file in [*self._orphans, self._own]:
-            if not await self._drain(spool_file):
-                return False
-        return True
-
-    async def _drain(self, spool_file: SpoolFile) -> bool:
-        """Replay one file; False when the database is still away (try again later)."""
+    def _replayed(self) -> int:
         try:
-            for end, prepared in spool_file.records():
-                await self._run(lambda conn, prepared=prepared: push.execute(conn, prepared))
-                self.buffered = max(0, self.buffered - len(prepared.queues))
-                spool_file.mark_drained(end)
-        except Unavailable:
-            return False
-        except Exception:
-            log.exception("replaying %s failed; will retry", spool_file.path.name)
-            return False
-        if not spool_file.pending():
-            spool_file.reset()
-            log.info("spool %s drained", spool_file.path.name)
-        return True
+            return int(self.progress_path.read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _mark_replayed(self, offset: int) -> None:
+        temporary = self.progress_path.with_suffix(".tmp")
+        temporary.write_text(str(offset))
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        temporary.replace(self.progress_path)

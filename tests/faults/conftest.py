@@ -1,0 +1,21 @@
+"""Fault tests: each starts its own broker (and, where it breaks the database, its own
+PostgreSQL), runs ``reginamq bench --verify`` against it, injects one fault, and asserts the
+verifier's counters: 0 lost, 0 reordered, 0 phantoms, no unexplained duplicate."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import stop_process
+from tests.faults.helpers import start_broker_on
+
+
+@pytest.fixture
+def broker(database_url, tmp_path):
+    """A broker of this test alone (two workers) on the session database: (process, url)."""
+    log_path = tmp_path / "broker.log"
+    process, url = start_broker_on(database_url, log_path=log_path)
+    try:
+        yield process, url
+    finally:
+        stop_process(process)

@@ -1,0 +1,86 @@
+"""PostgreSQL stopped abruptly (immediate shutdown) for ~10 s during load, then started again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from reginamq.store.database import apply_schema
+from reginamq.store.embedded import EmbeddedPostgres
+from tests.conftest import stop_process
+from tests.faults.helpers import Bench, assert_clean, get, start_broker_on
+
+OUTAGE_S = 10
+
+
+def wait_for(check, seconds: float) -> float | None:
+    """Seconds until check() held, or None."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.2)
+    return None
+
+
+def health(url: str) -> int:
+    try:
+        return get(url, "/health").status_code
+    except Exception:
+        return 0
+
+
+@pytest.fixture
+def own_postgres(tmp_path):
+    server = EmbeddedPostgres(tmp_path / "pgdata")
+    url = server.start()
+    asyncio.run(apply_schema(url))
+    try:
+        yield server, url
+    finally:
+        if server.started_here:
+            server.stop(mode="immediate")
+
+
+def test_an_outage_is_buffered_and_replayed(own_postgres, tmp_path):
+    """One worker process: its spool keeps each partition's order across the outage."""
+    outage(own_postgres, tmp_path, workers=1)
+
+
+def test_an_outage_with_two_workers_keeps_partition_order(own_postgres, tmp_path):
+    """Two workers spool into the node's one spool file and one replays it, in order."""
+    outage(own_postgres, tmp_path, workers=2)
+
+
+def outage(own_postgres, tmp_path, workers: int) -> None:
+    server, database_url = own_postgres
+    process, url = start_broker_on(database_url, workers=workers, log_path=tmp_path / "broker.log")
+    bench = Bench(url, tmp_path, rate=1000, duration=16, lease=2, timeout=150)
+    try:
+        time.sleep(5)
+        server.stop(mode="immediate")
+        down_at = time.monotonic()
+        assert wait_for(lambda: health(url) == 503, 10) is not None, "health did not turn 503"
+        # pops and acks need the database: a clear 503 (a push is spooled instead)
+        pop = get(url, "/api/v1/pop/queue/outage-probe", wait="false")
+        assert pop.status_code == 503, pop.text
+        import httpx
+
+        ack = httpx.post(f"{url}/api/v1/ack", json={"transactionId": "t", "partitionId": str(uuid.uuid4()),
+                                                   "leaseId": str(uuid.uuid4()), "status": "completed"}, timeout=10)
+        assert ack.status_code == 503, ack.text
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
+        server.start()
+        back = wait_for(lambda: health(url) == 200, 30)
+        assert back is not None, "the broker did not reconnect"
+        code, output, results = bench.finish()
+    finally:
+        bench.stop()
+        stop_process(process)
+    print(f"workers={workers}: outage {OUTAGE_S} s; healthy again {back:.1f} s after the restart")
+    assert results["stats"].get("push_buffered", 0) > 0, results["stats"]
+    assert process.returncode == 0
+    assert_clean(code, output, results)
