@@ -60,13 +60,13 @@ class BenchConfig:
         cores = os.cpu_count() or 1
         if self.producer_procs <= 0:
             self.producer_procs = max(1, min(cores * 2, math.ceil(self.rate / PRODUCER_PROC_CAPACITY)))
-        if self.consumer_procs <= 0:
+        if self.consumer_procs <= 0 and self.consumers > 0:
             deliveries = self.rate * max(1, self.groups)
             self.consumer_procs = max(1, min(cores * 2, self.total_consumers,
                                              math.ceil(deliveries / CONSUMER_PROC_CAPACITY)))
         if self.pipeline_stages or self.crash_after_pops:
             self.verify = True
-        self.consumer_procs = min(self.consumer_procs, self.consumer_slots)
+        self.consumer_procs = min(self.consumer_procs, self.consumer_slots)  # 0 with --consumers 0
 
     @property
     def consumer_slots(self) -> int:

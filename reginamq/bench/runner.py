@@ -211,7 +211,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
                     settled_checked = time.monotonic()
                     done = verifier.settled()
             else:
-                done = c["popped"] >= expected and c["acked"] >= expected
+                done = cfg.consumers == 0 or (c["popped"] >= expected and c["acked"] >= expected)
             if done or time.monotonic() >= drain_deadline:
                 stop.set()
                 stop_sent_at = time.monotonic()
