@@ -29,7 +29,7 @@ from reginamq.engine import groups
 from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
 from reginamq.http import responses
-from reginamq.http.request import Request, json_object
+from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp
 from reginamq.http.resources import page
 from reginamq.runtime import Broker
 
@@ -47,10 +47,10 @@ def _timestamp(name: str, value: Any) -> datetime:
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp")
     try:
-        moment = datetime.fromisoformat(value)
+        return parse_timestamp(value)
     except ValueError:
-        raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp, got {value[:40]!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp between years {EARLIEST.year} and "
+                         f"{LATEST.year}, got {value[:40]!r}") from None
 
 
 async def list_groups(broker: Broker, request: Request) -> responses.Response:
@@ -109,7 +109,7 @@ async def subscription(broker: Broker, request: Request) -> responses.Response:
         raise BadRequest("send subscriptionMode (all, new, new-only) and/or subscriptionFrom")
     if mode is None:
         mode = "all"
-    if mode not in SUBSCRIPTION_MODES:
+    if not isinstance(mode, str) or mode not in SUBSCRIPTION_MODES:
         raise BadRequest("subscriptionMode must be one of: all, new, new-only")
     mode = SUBSCRIPTION_MODES[mode]
     start = None if raw_from is None else _timestamp("subscriptionFrom", raw_from)

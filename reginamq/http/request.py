@@ -11,11 +11,16 @@ from urllib.parse import parse_qs
 import msgspec
 
 from reginamq.engine.errors import BadRequest
+from reginamq.http import jsonlimits
 
 T = TypeVar("T")
 JSON_TYPES = ("application/json", "text/plain", "+json")
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
+# Timestamps a client may send: a margin inside Python's and PostgreSQL's ranges, so that
+# arithmetic on them (an hour before, a zone shift) cannot overflow.
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @dataclasses.dataclass
@@ -32,7 +37,8 @@ class Request:
     def query(self, name: str) -> str | None:
         if self._query is None:
             try:
-                self._query = parse_qs(self.query_string.decode("utf-8", "strict"), keep_blank_values=True)
+                self._query = parse_qs(self.query_string.decode("utf-8", "strict"), keep_blank_values=True,
+                                       errors="strict")
             except UnicodeDecodeError:
                 raise BadRequest("the query string is not valid UTF-8") from None
         values = self._query.get(name)
@@ -68,10 +74,10 @@ class Request:
         if raw == "now":
             return datetime.now(UTC)
         try:
-            moment = datetime.fromisoformat(raw)
+            return parse_timestamp(raw)
         except ValueError:
-            raise BadRequest(f"query parameter {name} must be 'now' or an ISO-8601 timestamp") from None
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            raise BadRequest(f"query parameter {name} must be 'now' or an ISO-8601 timestamp "
+                             f"between {EARLIEST.year} and {LATEST.year}") from None
 
     def json(self, shape: type[T], *, allow_empty: bool = False) -> T | None:
         """Decode the body into ``shape``; a body that does not fit is a 400 that names the field."""
@@ -82,12 +88,22 @@ class Request:
         if self.content_type and not self.content_type.split(";")[0].strip().lower().endswith(JSON_TYPES):
             raise BadRequest(f"unsupported Content-Type {self.content_type!r}: send application/json",
                              status=415)
+        jsonlimits.check(self.body)
         try:
             return msgspec.json.decode(self.body, type=shape)
         except msgspec.ValidationError as error:
             raise BadRequest(f"invalid request body: {error}") from None
         except msgspec.DecodeError as error:
             raise BadRequest(f"malformed JSON: {error}") from None
+
+
+def parse_timestamp(raw: str) -> datetime:
+    """ISO-8601 (without a zone: UTC) within EARLIEST..LATEST; ValueError otherwise."""
+    moment = datetime.fromisoformat(raw)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment <= LATEST:
+        raise ValueError(raw)
+    return moment
 
 
 def json_object(request: Request) -> dict[str, Any]:

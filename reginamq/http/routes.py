@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from reginamq.http import browse, dlq, groups, messages, queues, resources, stats, status, traces
+from reginamq.http import browse, dlq, groups, messages, openapi, queues, resources, stats, status, traces
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
@@ -27,6 +27,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/api/v1/configure", queues.configure),
     ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue),
     ("GET", "/health", status.health),
+    ("GET", "/openapi.json", openapi.serve),
     *dlq.ROUTES,
     *resources.ROUTES,
     *groups.ROUTES,
@@ -50,10 +51,11 @@ class Router:
         """Returns (handler, path parameters, whether the path exists for some other method)."""
         path = raw_path.rstrip("/") or "/"
         methods = self._static.get(path)
-        if methods is not None:
-            return methods.get(method), {}, True
+        if methods is not None and method in methods:
+            return methods[method], {}, True
+        # A static path does not hide a pattern for another method (DELETE of a group named "lagging").
         segments = path.strip("/").split("/")
-        path_known = False
+        path_known = methods is not None
         for pattern, route_method, handler in self._dynamic:
             params = _bind(pattern, segments)
             if params is None:

@@ -1,0 +1,441 @@
+"""The broker's OpenAPI 3.1 document (GET /openapi.json): built once from the route table.
+
+Every route of :data:`reginamq.http.routes.ROUTES` needs an entry in :data:`OPERATIONS`; a
+route without one fails the build (and tests/test_openapi.py). Request bodies decoded into
+msgspec Structs take their schemas from the Structs, tightened with the documented limits
+(names, UUIDs); bodies read as plain objects are described by hand. Parameter ranges and enums
+are the ones the handlers enforce. Response schemas list the fields each answer always has
+and allow more (``additionalProperties``), so they check without freezing the protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import msgspec
+import orjson
+
+from reginamq import __version__
+from reginamq.engine import ack, browse, options, push, queues, traces, transaction
+from reginamq.engine.names import MAX_NAME_LENGTH
+from reginamq.http import responses
+
+MAX_PAGE = 1_000
+INT32 = 2**31 - 1
+
+# -- schema building blocks -------------------------------------------------------------------
+
+STRING = {"type": "string"}
+INTEGER = {"type": "integer"}
+BOOLEAN = {"type": "boolean"}
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH, "pattern": "^[^\\x00-\\x1f\\x7f]+$"}
+# A queue name (and any name in a path segment) holds no '/'. '.' and '..' are left out too:
+# HTTP clients resolve them as path segments before the broker sees the path.
+SEGMENT = {**NAME, "pattern": "^(?!\\.\\.?$)[^/\\x00-\\x1f\\x7f]+$"}
+UUID = {"type": "string", "format": "uuid"}
+TIMESTAMP = {"type": "string", "description": "'now' or an ISO-8601 timestamp (without a zone: UTC)",
+             "anyOf": [{"const": "now"}, {"format": "date-time"}]}
+STAMP = {"type": "string"}  # answered as ISO-8601 with milliseconds, UTC
+NULLABLE_STAMP = {"type": ["string", "null"]}
+NULLABLE_STRING = {"type": ["string", "null"]}
+NULLABLE_INT = {"type": ["integer", "null"]}
+ANY: dict = {}
+
+
+def obj(properties: dict[str, Any], required: list[str] | None = None) -> dict:
+    """An object with these fields (all required unless ``required`` says otherwise); more are allowed."""
+    return {"type": "object", "properties": properties,
+            "required": list(properties) if required is None else required, "additionalProperties": True}
+
+
+def array(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+ERROR = obj({"error": {"type": "string", "minLength": 1}})
+
+# -- parameters ---------------------------------------------------------------------------------
+
+
+def path(name: str, schema: dict, description: str = "") -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
+
+
+def query(name: str, schema: dict, description: str = "", required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+def int_range(low: int, high: int, default: int | None = None) -> dict:
+    schema = {"type": "integer", "minimum": low, "maximum": high}
+    return schema if default is None else {**schema, "default": default}
+
+
+QUERY_BOOL = {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no", "True", "False"]}
+PAGE = [query("limit", int_range(1, MAX_PAGE, 100)), query("offset", int_range(0, INT32, 0))]
+QUEUE_PATH = path("queue", SEGMENT)
+GROUP_PATH = path("group", SEGMENT, "consumer group")
+GREEDY = "the rest of the path: the name may hold '/', sent unencoded (described here without)"
+POP_PARAMETERS = [
+    query("batch", int_range(1, 10_000, 200), "messages per pop"),
+    query("partitions", int_range(1, 1_000, 1), "partitions one pop may lease"),
+    query("autoAck", QUERY_BOOL),
+    query("wait", QUERY_BOOL, "long poll until a message arrives or timeout passes"),
+    query("timeout", int_range(0, 3_600_000, 30_000), "milliseconds a long poll waits"),
+    query("leaseSeconds", int_range(0, options.MAX_SECONDS, 0), "0 = the queue's leaseTime"),
+    query("consumerGroup", NAME, "default: queue mode"),
+    query("subscriptionMode", {"type": "string", "enum": ["all", "new", "new-only"]}),
+    query("subscriptionFrom", TIMESTAMP),
+    query("autopilot", STRING, "accepted and ignored"),
+    query("conflation", STRING, "accepted and ignored"),
+]
+
+# -- answers ------------------------------------------------------------------------------------
+
+PUSH_RESULT = obj({"index": INTEGER, "message_id": STRING, "transaction_id": STRING, "queueName": STRING,
+                   "status": {"type": "string", "enum": ["queued", "duplicate", "buffered"]}})
+MESSAGE = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING, "data": ANY,
+               "createdAt": STAMP, "partitionId": STRING, "partition": STRING, "leaseId": STRING,
+               "consumerGroup": STRING, "deliveryAttempt": INTEGER},
+              ["id", "transactionId", "data", "createdAt", "partitionId", "partition"])
+POP = obj({"success": BOOLEAN, "queue": STRING, "partition": STRING, "partitionId": STRING,
+           "leaseId": STRING, "consumerGroup": STRING, "partitionsClaimed": INTEGER, "messages": array(MESSAGE)})
+POP_ERROR = obj({"error": STRING})
+ACK_RESULT = obj({"index": INTEGER, "transactionId": STRING, "success": BOOLEAN, "error": NULLABLE_STRING,
+                  "leaseReleased": BOOLEAN, "dlq": BOOLEAN, "noop": BOOLEAN},
+                 ["index", "transactionId", "success"])
+EXTEND = obj({"leaseId": STRING, "success": BOOLEAN, "renewed": {"type": ["integer", "boolean"]},
+              "newExpiresAt": STAMP, "expiresAt": STAMP, "lease_expires_at": STAMP},
+             ["leaseId", "success", "renewed"])
+TRANSACTION = obj({"transactionId": STRING, "success": BOOLEAN, "results": array(obj({}, [])),
+                   "reason": {"type": "string", "enum": ["lease_expired", "ack_rejected", "duplicate"]},
+                   "error": STRING}, ["transactionId", "success", "results"])
+OPTIONS_OUT = {"type": "object"}
+CONFIGURED = obj({"configured": BOOLEAN, "queueId": STRING, "queue": STRING, "namespace": NULLABLE_STRING,
+                  "task": NULLABLE_STRING, "options": OPTIONS_OUT})
+HEALTH = obj({"status": {"type": "string", "enum": ["healthy", "unhealthy"]}, "database": STRING,
+              "version": STRING})
+DLQ_ENTRY = obj({"id": STRING, "messageId": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING,
+                 "partitionId": STRING, "queue": STRING, "partition": STRING, "consumerGroup": NULLABLE_STRING,
+                 "errorMessage": NULLABLE_STRING, "retryCount": INTEGER, "data": ANY, "createdAt": STAMP,
+                 "failedAt": STAMP})
+PAGED = {"total": INTEGER, "limit": INTEGER, "offset": INTEGER}
+QUEUE_ENTRY = obj({"name": STRING, "id": STRING, "namespace": NULLABLE_STRING, "task": NULLABLE_STRING,
+                   "options": OPTIONS_OUT, "messages": INTEGER, "pending": INTEGER, "consumerGroups": INTEGER,
+                   "dlq": INTEGER, "lastWriteAt": NULLABLE_STAMP, "createdAt": STAMP, "updatedAt": STAMP})
+PARTITION_ENTRY = obj({"id": STRING, "name": STRING, "queue": STRING, "lastOffset": INTEGER, "logStart": INTEGER,
+                       "messages": INTEGER, "pending": INTEGER, "cursors": INTEGER,
+                       "oldestPendingAt": NULLABLE_STAMP, "lastWriteAt": NULLABLE_STAMP, "createdAt": STAMP})
+GROUP_ENTRY = obj({"name": STRING, "queueName": STRING, "topics": array(STRING), "members": INTEGER,
+                   "cursors": INTEGER, "partitions": INTEGER, "partitionsWithLag": INTEGER, "totalLag": INTEGER,
+                   "maxTimeLag": INTEGER, "oldestPendingAt": NULLABLE_STAMP,
+                   "state": {"type": "string", "enum": ["Stable", "Lagging", "Dead"]},
+                   "subscriptionMode": NULLABLE_STRING, "subscriptionTimestamp": NULLABLE_STAMP,
+                   "subscriptionCreatedAt": NULLABLE_STAMP})
+GROUP_PARTITION = obj({"queueName": STRING, "partition": STRING, "partitionId": STRING, "committed": NULLABLE_INT,
+                       "position": NULLABLE_INT, "lastOffset": INTEGER, "logStart": INTEGER, "lag": INTEGER,
+                       "timeLag": INTEGER, "oldestPendingAt": NULLABLE_STAMP, "leaseId": NULLABLE_STRING,
+                       "leaseExpiresAt": NULLABLE_STAMP, "leaseActive": BOOLEAN, "leasedFrom": NULLABLE_INT,
+                       "leasedTo": NULLABLE_INT})
+GROUP_DELETED = obj({"deleted": BOOLEAN, "consumerGroup": STRING, "cursorsDeleted": INTEGER,
+                     "subscriptionsDeleted": INTEGER, "metadataDeleted": BOOLEAN})
+BROWSED = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING, "data": ANY,
+               "partitionId": STRING, "partition": STRING, "queue": STRING, "createdAt": STAMP,
+               "status": {"type": "string", "enum": list(browse.STATUSES)}, "consumerGroup": NULLABLE_STRING})
+COPIED = obj({"success": BOOLEAN, "messageId": STRING, "transactionId": STRING, "partitionId": STRING,
+              "queue": STRING, "partition": STRING})
+TRACE = obj({"id": STRING, "transactionId": STRING, "partitionId": STRING, "queue": NULLABLE_STRING,
+             "partition": NULLABLE_STRING, "consumerGroup": NULLABLE_STRING, "eventType": STRING, "data": ANY,
+             "traceNames": array(STRING), "createdAt": STAMP})
+COUNTERS = obj({key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")})
+STATS_QUEUE = obj({"queue": STRING, "namespace": NULLABLE_STRING, "task": NULLABLE_STRING, "partitions": INTEGER,
+                   "totals": COUNTERS, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
+                   "refreshedAt": NULLABLE_STAMP})
+POINT = obj({"at": STAMP, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
+             **{key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")}})
+GROUPING = obj({"queues": INTEGER, "partitions": INTEGER, "messages": INTEGER, "pending": INTEGER})
+
+# -- operations ---------------------------------------------------------------------------------
+
+
+def body(schema: dict, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def op(summary: str, answers: dict[int, dict | None], *, parameters: list | None = None,
+       request: dict | None = None, text: str | None = None) -> dict:
+    """``answers``: status -> JSON schema (None: no body). Every operation also answers 503
+    (database unavailable); one with inputs answers 400, one with a body 413 and 415."""
+    answers = dict(answers)
+    answers.setdefault(503, ERROR)
+    if parameters or request:
+        answers.setdefault(400, ERROR)
+    if request:
+        answers.setdefault(413, ERROR)
+        answers.setdefault(415, ERROR)
+    if any(p["in"] == "path" for p in parameters or ()):
+        # A path parameter holding an encoded '/' (or a dot segment) names another path.
+        answers.setdefault(404, ERROR)
+        answers.setdefault(405, ERROR)
+    out: dict[str, Any] = {"summary": summary, "responses": {}}
+    if parameters:
+        out["parameters"] = parameters
+    if request:
+        out["requestBody"] = request
+    for status, schema in sorted(answers.items()):
+        if status == 200 and text is not None:
+            response = {"description": "OK", "content": {text: {"schema": {"type": "string"}}}}
+        elif schema is None:
+            response = {"description": "no content"}
+        else:
+            response = {"description": _REASONS.get(status, "answer"),
+                        "content": {"application/json": {"schema": schema}}}
+        out["responses"][str(status)] = response
+    return out
+
+
+_REASONS = {200: "OK", 201: "created", 204: "nothing to deliver", 400: "bad request (nothing changed)",
+            404: "not found", 405: "method not allowed on this path", 409: "conflict",
+            413: "too large (nothing changed)", 415: "unsupported Content-Type", 503: "database unavailable"}
+
+OPTIONS_IN = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        name: ({"type": ["boolean", "null"]} if kind is bool
+               else {"type": ["integer", "null"], "minimum": low, "maximum": high})
+        for name, (_default, kind, low, high) in options._SPEC.items()
+    },
+}
+EXTEND_BODY = {"type": "object", "properties": {"seconds": int_range(1, options.MAX_SECONDS, 60)}}
+SEEK_BODY = {"type": "object", "additionalProperties": False, "oneOf": [
+    {"properties": {"toEnd": {"const": True}}, "required": ["toEnd"]},
+    {"properties": {"timestamp": TIMESTAMP}, "required": ["timestamp"]},
+]}
+SUBSCRIPTION_BODY = {"type": "object",
+                     "anyOf": [{"required": ["subscriptionMode"]}, {"required": ["subscriptionFrom"]}],
+                     "properties": {"queue": SEGMENT,
+                                    "subscriptionMode": {"type": "string", "enum": ["all", "new", "new-only"]},
+                                    "subscriptionFrom": TIMESTAMP}}
+
+OPERATIONS: dict[tuple[str, str], dict] = {
+    ("POST", "/api/v1/push"): op(
+        "push messages (a queue and partition are created by the first push naming them)",
+        {201: array(PUSH_RESULT)}, request=body(ref("PushBody"))),
+    ("GET", "/api/v1/pop"): op(
+        "pop across the queues of a namespace and/or task", {200: POP, 204: None, 400: POP_ERROR},
+        parameters=[query("namespace", NAME), query("task", NAME), *POP_PARAMETERS]),
+    ("GET", "/api/v1/pop/queue/{queue}"): op(
+        "pop from any partition of a queue", {200: POP, 204: None}, parameters=[QUEUE_PATH, *POP_PARAMETERS]),
+    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition*}"): op(
+        "pop from one partition", {200: POP, 204: None},
+        parameters=[QUEUE_PATH, path("partition", SEGMENT, GREEDY), *POP_PARAMETERS]),
+    ("POST", "/api/v1/ack"): op("acknowledge one message", {200: array(ACK_RESULT)}, request=body(ref("Ack"))),
+    ("POST", "/api/v1/ack/batch"): op("acknowledge many messages", {200: array(ACK_RESULT)},
+                                      request=body(ref("AckBatch"))),
+    ("POST", "/api/v1/lease/{leaseId}/extend"): op(
+        "renew a lease", {200: EXTEND}, parameters=[path("leaseId", UUID)], request=body(EXTEND_BODY, False)),
+    ("POST", "/api/v1/transaction"): op("acks and pushes that commit together", {200: TRANSACTION},
+                                        request=body(ref("TransactionBody"))),
+    ("POST", "/api/v1/configure"): op("create or change a queue", {200: CONFIGURED},
+                                      request=body(ref("ConfigureBody"))),
+    ("DELETE", "/api/v1/resources/queues/{queue}"): op(
+        "delete a queue and everything in it", {200: obj({"deleted": BOOLEAN, "queue": STRING})},
+        parameters=[QUEUE_PATH]),
+    ("GET", "/health"): op("liveness of the broker and its database", {200: HEALTH, 503: HEALTH}),
+    ("GET", "/openapi.json"): op("this document", {200: {"type": "object"}}),
+    ("GET", "/api/v1/dlq"): op(
+        "a page of dead letters, newest failures first",
+        {200: obj({"messages": array(DLQ_ENTRY), **PAGED})},
+        parameters=[query("queue", SEGMENT, required=True), query("consumerGroup", NAME), query("partition", NAME),
+                    query("from", TIMESTAMP), query("to", TIMESTAMP), *PAGE]),
+    ("POST", "/api/v1/dlq/{id}/replay"): op(
+        "push a dead letter again and remove the entry", {200: COPIED, 404: ERROR, 409: ERROR},
+        parameters=[path("id", UUID)]),
+    ("DELETE", "/api/v1/dlq"): op(
+        "purge dead letters", {200: obj({"success": BOOLEAN, "deleted": INTEGER})},
+        parameters=[query("queue", SEGMENT, required=True), query("consumerGroup", NAME),
+                    query("partition", NAME)]),
+    ("GET", "/api/v1/resources/overview"): op(
+        "totals", {200: obj({"queues": INTEGER, "partitions": INTEGER, "namespaces": INTEGER, "tasks": INTEGER,
+                             "messages": obj({"total": INTEGER, "pending": INTEGER, "inFlight": INTEGER,
+                                              "deadLetter": INTEGER}),
+                             "consumerGroups": INTEGER, "dlq": INTEGER, "timestamp": STAMP})}),
+    ("GET", "/api/v1/resources/queues"): op(
+        "a page of queues", {200: obj({"queues": array(QUEUE_ENTRY), **PAGED})},
+        parameters=[query("namespace", NAME), query("task", NAME), query("search", NAME), *PAGE]),
+    ("GET", "/api/v1/resources/queues/{queue}"): op(
+        "one queue with a page of its partitions", {
+            200: obj({"name": STRING, "partitionCount": INTEGER, "partitions": array(PARTITION_ENTRY),
+                      "groups": array(GROUP_ENTRY), "queueMode": {"anyOf": [GROUP_ENTRY, {"type": "null"}]},
+                      "limit": INTEGER, "offset": INTEGER}), 404: ERROR},
+        parameters=[QUEUE_PATH, *PAGE]),
+    ("GET", "/api/v1/resources/queues/{queue}/depth"): op(
+        "pending messages per partition", {
+            200: obj({"queue": STRING, "group": NULLABLE_STRING, "pending": INTEGER, "partitionsPending": INTEGER,
+                      "conflation": BOOLEAN, "effectivePending": INTEGER,
+                      "partitions": array(obj({"partition": STRING, "pending": INTEGER})),
+                      "partitionCount": INTEGER, "limit": INTEGER, "offset": INTEGER}), 404: ERROR},
+        parameters=[QUEUE_PATH, query("group", NAME), query("consumerGroup", NAME),
+                    query("limit", int_range(1, MAX_PAGE, MAX_PAGE)), PAGE[1]]),
+    ("GET", "/api/v1/resources/namespaces"): op(
+        "per namespace", {200: obj({"namespaces": array({**GROUPING, "properties": {
+            **GROUPING["properties"], "namespace": NULLABLE_STRING}}), "total": INTEGER})}),
+    ("GET", "/api/v1/resources/tasks"): op(
+        "per task", {200: obj({"tasks": array({**GROUPING, "properties": {
+            **GROUPING["properties"], "task": NULLABLE_STRING}}), "total": INTEGER})}),
+    ("GET", "/api/v1/resources/partitions"): op(
+        "a page of partitions", {200: obj({"partitions": array(PARTITION_ENTRY), **PAGED}), 404: ERROR},
+        parameters=[query("queue", SEGMENT), query("search", NAME), *PAGE]),
+    ("GET", "/api/v1/consumer-groups"): op("one entry per (group, queue)", {200: array(GROUP_ENTRY)}),
+    ("GET", "/api/v1/consumer-groups/lagging"): op(
+        "groups lagging at least minLagSeconds", {200: array(GROUP_ENTRY)},
+        parameters=[query("minLagSeconds", int_range(0, 10 * 365 * 86_400, 60))]),
+    ("GET", "/api/v1/consumer-groups/{group}"): op(
+        "a group's queues and partitions", {
+            200: obj({"name": STRING, "queues": array(GROUP_ENTRY), "totalLag": INTEGER,
+                      "partitionsWithLag": INTEGER, "maxTimeLag": INTEGER, "members": INTEGER,
+                      "partitionCount": INTEGER, "partitions": array(GROUP_PARTITION), "limit": INTEGER,
+                      "offset": INTEGER}), 404: ERROR},
+        parameters=[GROUP_PATH, query("queue", SEGMENT), *PAGE]),
+    ("DELETE", "/api/v1/consumer-groups/{group}"): op(
+        "delete a group's cursors (and subscriptions)", {200: GROUP_DELETED},
+        parameters=[GROUP_PATH, query("deleteMetadata", QUERY_BOOL)]),
+    ("DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}"): op(
+        "delete a group's cursors on one queue", {200: GROUP_DELETED},
+        parameters=[GROUP_PATH, QUEUE_PATH, query("deleteMetadata", QUERY_BOOL)]),
+    ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek"): op(
+        "move every cursor of the group on the queue", {
+            200: obj({"success": BOOLEAN, "consumerGroup": STRING, "queueName": STRING, "seekToEnd": BOOLEAN,
+                      "targetTimestamp": NULLABLE_STAMP, "partitionsUpdated": INTEGER, "cursorsCreated": INTEGER}),
+            404: ERROR},
+        parameters=[GROUP_PATH, QUEUE_PATH], request=body(SEEK_BODY, False)),
+    ("POST", "/api/v1/consumer-groups/{group}/subscription"): op(
+        "change a group's durable subscription", {
+            200: obj({"success": BOOLEAN, "consumerGroup": STRING, "subscriptionMode": STRING,
+                      "subscriptionTimestamp": NULLABLE_STAMP, "queues": array(STRING), "updated": INTEGER}),
+            404: ERROR},
+        parameters=[GROUP_PATH], request=body(SUBSCRIPTION_BODY, False)),
+    ("GET", "/api/v1/messages"): op(
+        "a page of messages, newest first", {200: obj({"messages": array(BROWSED), **PAGED})},
+        parameters=[query("queue", SEGMENT, required=True), query("partition", NAME),
+                    query("status", {"type": "string", "enum": list(browse.STATUSES)}),
+                    query("consumerGroup", NAME), query("from", TIMESTAMP), query("to", TIMESTAMP), *PAGE]),
+    ("POST", "/api/v1/messages/{partitionId}/{transactionId}/retry"): op(
+        "append a copy of a message to its partition",
+        {200: {**COPIED, "properties": {**COPIED["properties"], "removedDeadLetters": INTEGER}}, 404: ERROR},
+        parameters=[path("partitionId", UUID), path("transactionId", SEGMENT)]),
+    ("GET", "/api/v1/messages/{partitionId}/{transactionId*}"): op(
+        "one message", {200: {**BROWSED, "properties": {**BROWSED["properties"],
+                                                        "deadLetteredFor": array(NULLABLE_STRING)}}, 404: ERROR},
+        parameters=[path("partitionId", UUID), path("transactionId", SEGMENT, GREEDY),
+                    query("consumerGroup", NAME)]),
+    ("DELETE", "/api/v1/messages/{partitionId}/{transactionId*}"): op(
+        "delete a message (a tombstone)", {
+            200: obj({"success": BOOLEAN, "deleted": {"type": ["integer", "boolean"]}, "partitionId": STRING,
+                      "transactionId": STRING}), 404: ERROR},
+        parameters=[path("partitionId", UUID), path("transactionId", SEGMENT, GREEDY)]),
+    ("POST", "/api/v1/traces"): op("record a trace event", {201: obj({"success": BOOLEAN, "id": STRING,
+                                                                      "createdAt": STAMP})},
+                                   request=body(ref("TraceBody"))),
+    ("GET", "/api/v1/traces/names"): op(
+        "trace names", {200: obj({"names": array(obj({"traceName": STRING, "traceCount": INTEGER,
+                                                       "messageCount": INTEGER, "lastSeen": STAMP})), **PAGED})},
+        parameters=[query("search", NAME), *PAGE]),
+    ("GET", "/api/v1/traces/by-name/{name*}"): op(
+        "traces by name", {200: obj({"traceName": STRING, "traces": array(TRACE), **PAGED})},
+        parameters=[path("name", SEGMENT, GREEDY), query("from", TIMESTAMP), query("to", TIMESTAMP), *PAGE]),
+    ("GET", "/api/v1/traces/{partitionId}/{transactionId*}"): op(
+        "a message's timeline", {200: obj({"partitionId": STRING, "transactionId": STRING, "traces": array(TRACE),
+                                           "count": INTEGER})},
+        parameters=[path("partitionId", UUID), path("transactionId", SEGMENT, GREEDY),
+                    query("limit", int_range(1, 10_000, 10_000))]),
+    ("GET", "/api/v1/status"): op(
+        "totals and throughput", {200: obj({"status": STRING, "queues": INTEGER, "partitions": INTEGER,
+                                            "totals": COUNTERS, "depth": INTEGER, "lag": INTEGER,
+                                            "dlqDepth": INTEGER, "throughput": {"type": "object"},
+                                            "version": STRING})}),
+    ("GET", "/api/v1/status/queues"): op(
+        "per-queue counters", {200: obj({"queues": array(STATS_QUEUE), **PAGED})}, parameters=PAGE),
+    ("GET", "/api/v1/status/queues/{queue}"): op(
+        "one queue's counters and series", {200: {**STATS_QUEUE, "properties": {
+            **STATS_QUEUE["properties"], "consumerGroups": array(obj({"consumerGroup": STRING, "backlog": INTEGER})),
+            "series": obj({"intervalSeconds": INTEGER, "points": array(POINT)})}}, 404: ERROR},
+        parameters=[QUEUE_PATH]),
+    ("GET", "/api/v1/status/analytics"): op(
+        "throughput over time", {200: obj({"from": STAMP, "to": STAMP, "intervalSeconds": INTEGER,
+                                           "queue": NULLABLE_STRING, "throughput": array(POINT),
+                                           "queues": array(obj({"queue": STRING, "points": array(POINT)}))})},
+        parameters=[query("queue", SEGMENT), query("from", TIMESTAMP), query("to", TIMESTAMP),
+                    query("interval", int_range(10, 86_400, 60), "seconds per point (at most 10,000 points)")]),
+    ("POST", "/api/v1/stats/refresh"): op(
+        "refresh the stats now", {200: obj({"success": BOOLEAN, "queues": INTEGER, "refreshedAt": STAMP})}),
+    ("GET", "/metrics"): op("metrics as JSON", {200: obj({"queues": array(STATS_QUEUE), "groups": array(ANY),
+                                                          "process": {"type": "object"}, "version": STRING})}),
+    ("GET", "/metrics/prometheus"): op("metrics, Prometheus text exposition", {200: None},
+                                       text="text/plain; version=0.0.4; charset=utf-8"),
+}
+
+# Struct fields that carry names or ids: the schema says what the handlers accept.
+_FIELD_LIMITS = {"queue": SEGMENT, "partition": NAME, "transactionId": NAME, "traceId": NAME,
+                 "consumerGroup": NAME, "namespace": NAME, "task": NAME, "eventType": NAME,
+                 "partitionId": UUID, "leaseId": UUID}
+
+
+def _components() -> dict:
+    _, schemas = msgspec.json.schema_components(
+        [push.PushBody, ack.Ack, ack.AckBatch, transaction.TransactionBody, queues.ConfigureBody,
+         traces.TraceBody], ref_template="#/components/schemas/{name}")
+    for schema in schemas.values():
+        for name, field in schema.get("properties", {}).items():
+            limit = _FIELD_LIMITS.get(name)
+            if limit is None:
+                continue
+            if "anyOf" in field:  # optional: str | None
+                field["anyOf"] = [limit if branch.get("type") == "string" else branch for branch in field["anyOf"]]
+            elif field.get("type") == "string":
+                field.update(limit)
+    schemas["PushBody"]["properties"]["items"]["maxItems"] = push.MAX_ITEMS_PER_PUSH
+    schemas["AckBatch"]["properties"]["acknowledgments"]["maxItems"] = ack.MAX_ACKS_PER_REQUEST
+    for field in ("error",):
+        schemas["Ack"]["properties"][field]["anyOf"][0]["maxLength"] = ack.MAX_ERROR_LENGTH
+    operations = schemas["TransactionBody"]["properties"]["operations"]
+    operations.update(minItems=1, maxItems=transaction.MAX_OPERATIONS)
+    schemas["Operation"]["properties"]["type"] = {"type": "string", "enum": ["ack", "push"]}
+    schemas["ConfigureBody"]["properties"]["mode"] = {"type": "string", "enum": ["merge", "replace"],
+                                                      "default": "merge"}
+    schemas["ConfigureBody"]["properties"]["options"] = {"anyOf": [OPTIONS_IN, {"type": "null"}]}
+    names = schemas["TraceBody"]["properties"]["traceNames"]["anyOf"][0]
+    names.update(items=NAME, maxItems=traces.MAX_NAMES, uniqueItems=True)
+    return schemas
+
+
+def openapi_path(pattern: str) -> str:
+    return re.sub(r"\{(\w+)\*\}", r"{\1}", pattern)
+
+
+@functools.cache
+def document() -> bytes:
+    from reginamq.http.routes import ROUTES  # the route table imports this module
+
+    paths: dict[str, dict] = {}
+    for method, pattern, _handler in ROUTES:
+        operation = OPERATIONS[(method, pattern)]  # a new route needs a description here
+        paths.setdefault(openapi_path(pattern), {})[method.lower()] = {
+            "operationId": f"{method.lower()} {pattern}", **operation}
+    return orjson.dumps({
+        "openapi": "3.1.0",
+        "info": {"title": "reginamq", "version": __version__,
+                 "description": "Queen MQ's HTTP protocol as served by reginamq (see docs/protocol.md)."},
+        "paths": paths,
+        "components": {"schemas": _components()},
+    })
+
+
+async def serve(broker, request) -> responses.Response:
+    return 200, document()
