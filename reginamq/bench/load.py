@@ -381,19 +381,13 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
     while not stop.is_set():
         pop_url = pop_urls[position]
         position = (position + 1) % len(pop_urls)
-        try:
-            async with session.get(pop_url, params=params) as response:
-                raw = await response.read()
-                status = response.status
-        except Exception:
-            reporter.counters["pop_err"] += 1
+        answer = await timed_pop(session, pop_url, params, reporter.counters)
+        if answer is None:
             await asyncio.sleep(0.1)
             continue
-        received = time.time_ns()
+        status, raw, received = answer
         c = reporter.counters
-        c["pop_reqs"] += 1
         if status == 204:
-            c["empty_pops"] += 1
             empty_streak += 1
             if cfg.per_partition and empty_streak >= len(pop_urls):
                 empty_streak = 0
@@ -423,3 +417,18 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
             await ack(body, n)
     if ack_tasks:
         await asyncio.wait(list(ack_tasks))
+
+
+async def timed_pop(session, url: str, params: dict, counters) -> tuple[int, bytes, int] | None:
+    """One pop request, counted: (status, body, receive instant in ns), or None without an answer."""
+    try:
+        async with session.get(url, params=params) as response:
+            raw = await response.read()
+            status = response.status
+    except Exception:
+        counters["pop_err"] += 1
+        return None
+    counters["pop_reqs"] += 1
+    if status == 204:
+        counters["empty_pops"] += 1
+    return status, raw, time.time_ns()

@@ -37,6 +37,7 @@ import time
 from collections import defaultdict
 
 from reginamq.bench.config import BenchConfig, partition_name
+from reginamq.bench.load import timed_pop
 
 # The ack outcome of one delivery. RETRIED: acked, but only after a retry (the first attempt got
 # a 5xx or no answer), so the lease may have expired and the span been redelivered meanwhile.
@@ -291,20 +292,14 @@ async def _consumer(cfg, session, url, consumer, stage, group, reporter, stop, s
     retrier = Retrier(sink.stats, "ack" if not stage else "transaction", cfg.retry_seconds)
     pops = 0
     while not stop.is_set():
-        try:
-            async with session.get(pop_url, params=params) as response:
-                raw = await response.read()
-                status = response.status
-        except Exception:
-            reporter.counters["pop_err"] += 1
+        answer = await timed_pop(session, pop_url, params, reporter.counters)
+        if answer is None:
             sink.stats["pop_no_answer"] += 1
             await asyncio.sleep(0.1)
             continue
-        received = time.time_ns()
+        status, raw, received = answer
         c = reporter.counters
-        c["pop_reqs"] += 1
         if status == 204:
-            c["empty_pops"] += 1
             continue
         if status != 200:
             c["pop_err"] += 1
