@@ -38,7 +38,8 @@ _UNAVAILABLE = (
     asyncpg.AdminShutdownError,
     asyncpg.QueryCanceledError,
     asyncpg.TooManyConnectionsError,
-    asyncpg.InsufficientResourcesError,
+    asyncpg.InsufficientResourcesError,  # includes a full disk
+    asyncpg.ReadOnlySQLTransactionError,  # a standby, or a database switched to read-only
 )
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 _BROKEN_CONNECTION = (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
