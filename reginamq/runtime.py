@@ -28,22 +28,20 @@ from reginamq.store.database import create_pool
 log = logging.getLogger("reginamq.broker")
 
 RETRIES = 3
+# The connection itself may be unusable after these: it is terminated, never reused.
+_BROKEN_CONNECTION = (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                      asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError)
+# The database cannot take this request now (a 503 the client may retry; a push is spooled).
 _UNAVAILABLE = (
-    OSError,
+    *_BROKEN_CONNECTION,
     asyncio.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
     asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
     asyncpg.QueryCanceledError,
     asyncpg.TooManyConnectionsError,
     asyncpg.InsufficientResourcesError,  # includes a full disk
     asyncpg.ReadOnlySQLTransactionError,  # a standby, or a database switched to read-only
 )
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-_BROKEN_CONNECTION = (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
-                      asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError)
 
 
 class Broker:

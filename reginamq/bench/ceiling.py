@@ -18,6 +18,7 @@ import queue as queue_module
 import time
 import uuid
 
+from reginamq.bench import load
 from reginamq.bench.config import BenchConfig, partition_name
 from reginamq.bench.display import Display
 from reginamq.bench.load import Reporter, _child_setup
@@ -178,11 +179,7 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
                 last, tick = due, tick + 1
     finally:
         stop.set()
-        for process in processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=5)
+        load.stop_processes(processes, timeout=30)
         await _drop(database_url, table)
     in_rate = totals["inserted"] / cfg.duration
     out_rate = totals["deleted"] / cfg.duration

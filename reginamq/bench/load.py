@@ -215,12 +215,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
                 except Exception:
                     accepted = [False] * n
                 ledger.record(partition, first, n, accepted)
-                ok = sum(accepted)
-                c = reporter.counters
-                c["accepted"] += ok
-                if ok < n:
-                    c["push_err"] += 1
-                    c["push_err_msgs"] += n - ok
+                tally(reporter.counters, "push", sum(accepted), n)
             finally:
                 gate.give(n)
 
@@ -230,20 +225,11 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
             try:
                 async with session.post(push_url, data=body, headers=JSON_HEADERS) as response:
                     raw = await response.read()
-                    c = reporter.counters
-                    if response.status != 201:
-                        c["push_err"] += 1
-                        c["push_err_msgs"] += n
-                        return
-                    ok = sum(1 for item in orjson.loads(raw) if item.get("status") != "failed")
-                    c["accepted"] += ok
-                    if ok < n:
-                        c["push_err"] += 1
-                        c["push_err_msgs"] += n - ok
+                    ok = 0 if response.status != 201 else sum(
+                        1 for item in orjson.loads(raw) if item.get("status") != "failed")
+                    tally(reporter.counters, "push", ok, n)
             except Exception:
-                c = reporter.counters
-                c["push_err"] += 1
-                c["push_err_msgs"] += n
+                tally(reporter.counters, "push", 0, n)
             finally:
                 gate.give(n)
 
@@ -358,19 +344,10 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
                 c = reporter.counters
                 c["ack_reqs"] += 1
                 c["ack_rtt_ns"] += time.perf_counter_ns() - sent
-                if response.status != 200:
-                    c["ack_err"] += 1
-                    c["ack_err_msgs"] += n
-                    return
-                ok = sum(1 for item in orjson.loads(raw) if item.get("success"))
-                c["acked"] += ok
-                if ok < n:
-                    c["ack_err"] += 1
-                    c["ack_err_msgs"] += n - ok
+                ok = 0 if response.status != 200 else sum(1 for item in orjson.loads(raw) if item.get("success"))
+                tally(c, "ack", ok, n)
         except Exception:
-            c = reporter.counters
-            c["ack_err"] += 1
-            c["ack_err_msgs"] += n
+            tally(reporter.counters, "ack", 0, n)
 
     async def ack_async(body: bytes, n: int) -> None:
         try:
@@ -432,3 +409,24 @@ async def timed_pop(session, url: str, params: dict, counters) -> tuple[int, byt
     if status == 204:
         counters["empty_pops"] += 1
     return status, raw, time.time_ns()
+
+
+_DONE = {"push": "accepted", "ack": "acked"}
+
+
+def tally(counters, kind: str, ok: int, n: int) -> None:
+    """Count a request of ``n`` messages of which ``ok`` went through; any shortfall makes it
+    one failed request (Queen counts requests) and ``n - ok`` failed messages."""
+    counters[_DONE[kind]] += ok
+    if ok < n:
+        counters[f"{kind}_err"] += 1
+        counters[f"{kind}_err_msgs"] += n - ok
+
+
+def stop_processes(processes, timeout: float) -> None:
+    """Wait for processes told to stop; end the ones that do not."""
+    for process in processes:
+        process.join(timeout=timeout)
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout=5)

@@ -129,11 +129,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
                 signal.signal(signum, handler)
         abort.set()
         stop.set()
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=5)
+        load.stop_processes(processes, timeout=10)
         await sampler.close()
 
 

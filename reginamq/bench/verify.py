@@ -37,7 +37,7 @@ import time
 from collections import defaultdict
 
 from reginamq.bench.config import BenchConfig, partition_name
-from reginamq.bench.load import timed_pop
+from reginamq.bench.load import tally, timed_pop
 
 # The ack outcome of one delivery. RETRIED: acked, but only after a retry (the first attempt got
 # a 5xx or no answer), so the lease may have expired and the span been redelivered meanwhile.
@@ -324,11 +324,7 @@ async def _consumer(cfg, session, url, consumer, stage, group, reporter, stop, s
             c = reporter.counters  # a report tick may have handed the old dict over meanwhile
             c["ack_reqs"] += 1
             c["ack_rtt_ns"] += time.perf_counter_ns() - sent
-            acked = sum(1 for o in outcomes if o in (OK, RETRIED))
-            c["acked"] += acked
-            if acked < len(messages):
-                c["ack_err"] += 1
-                c["ack_err_msgs"] += len(messages) - acked
+            tally(c, "ack", sum(1 for o in outcomes if o in (OK, RETRIED)), len(messages))
             sink.add(group, messages, outcomes, received, consumer)
         else:
             outcomes = await stage_transaction(session, url, stage, stage_queue(cfg, stage), messages, retrier,
