@@ -12,18 +12,18 @@ from reginamq.http.routes import ROUTES
 
 def test_every_route_is_in_the_document():
     paths = json.loads(openapi.document())["paths"]
-    for method, pattern, _handler in ROUTES:
+    for method, pattern, _handler, _role in ROUTES:
         operation = paths.get(openapi.openapi_path(pattern), {}).get(method.lower())
         assert operation is not None, f"{method} {pattern} is missing from /openapi.json"
         assert operation["responses"], f"{method} {pattern} documents no answers"
     described = {(method.upper(), path) for path, item in paths.items() for method in item}
-    assert described == {(method, openapi.openapi_path(pattern)) for method, pattern, _ in ROUTES}
+    assert described == {(method, openapi.openapi_path(pattern)) for method, pattern, *_ in ROUTES}
 
 
 def test_a_route_without_a_description_fails_the_build(monkeypatch):
     from reginamq.http import routes
 
-    monkeypatch.setattr(routes, "ROUTES", [*ROUTES, ("GET", "/api/v1/undocumented", None)])
+    monkeypatch.setattr(routes, "ROUTES", [*ROUTES, ("GET", "/api/v1/undocumented", None, "admin")])
     openapi.document.cache_clear()
     try:
         with pytest.raises(KeyError):

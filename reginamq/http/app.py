@@ -108,8 +108,8 @@ class App:
     async def respond(self, method: str, path: str, query_string: bytes,
                       content_type: str | None, read_body, wait_disconnect=None) -> responses.Response:
         """Route, read the body within its limit, run the handler, keep the error contract."""
-        handler, params, known = ROUTER.match(method, path)
-        if handler is None:
+        route, params, known = ROUTER.match(method, path)
+        if route is None:
             if known:
                 return responses.error(405, f"method {method} not allowed on {path}")
             return responses.error(404, "Not Found", code="no_such_route")
@@ -119,8 +119,8 @@ class App:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
         request = Request(method, params, query_string, content_type, body, wait_disconnect)
         started = time.perf_counter()
-        answer = await self._handle(handler, request, method, path)
-        observe_request(method, handler.__name__, answer[0], time.perf_counter() - started)
+        answer = await self._handle(route.handler, request, method, path)
+        observe_request(method, route.handler.__name__, answer[0], time.perf_counter() - started)
         return answer
 
     async def _handle(self, handler, request: Request, method: str, path: str) -> responses.Response:

@@ -8,6 +8,7 @@ from reginamq.engine.names import check_name, check_queue_name, check_uuid, grou
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
+from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 MAX_PAGE = 1_000
 
@@ -70,8 +71,8 @@ async def retry_message(broker: Broker, request: Request) -> responses.Response:
 
 
 ROUTES: list = [
-    ("GET", "/api/v1/messages", list_messages),
-    ("POST", "/api/v1/messages/{partitionId}/{transactionId}/retry", retry_message),
-    ("GET", "/api/v1/messages/{partitionId}/{transactionId*}", get_message),
-    ("DELETE", "/api/v1/messages/{partitionId}/{transactionId*}", delete_message),
+    ("GET", "/api/v1/messages", list_messages, READ_ONLY),
+    ("POST", "/api/v1/messages/{partitionId}/{transactionId}/retry", retry_message, READ_WRITE),
+    ("GET", "/api/v1/messages/{partitionId}/{transactionId*}", get_message, READ_ONLY),
+    ("DELETE", "/api/v1/messages/{partitionId}/{transactionId*}", delete_message, READ_WRITE),
 ]

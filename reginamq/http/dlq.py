@@ -8,6 +8,7 @@ from reginamq.engine.names import check_name, check_queue_name, check_uuid
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
+from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE
 
 MAX_PAGE = 1_000
 
@@ -53,7 +54,7 @@ async def purge(broker: Broker, request: Request) -> responses.Response:
 
 
 ROUTES: list = [
-    ("GET", "/api/v1/dlq", list_dlq),
-    ("POST", "/api/v1/dlq/{id}/replay", replay),
-    ("DELETE", "/api/v1/dlq", purge),
+    ("GET", "/api/v1/dlq", list_dlq, READ_ONLY),
+    ("POST", "/api/v1/dlq/{id}/replay", replay, READ_WRITE),
+    ("DELETE", "/api/v1/dlq", purge, ADMIN),
 ]

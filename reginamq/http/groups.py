@@ -32,6 +32,7 @@ from reginamq.http import responses
 from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp
 from reginamq.http.resources import page
 from reginamq.runtime import Broker
+from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE
 
 MAX_LAG_SECONDS = 10 * 365 * 86_400
 SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
@@ -119,11 +120,11 @@ async def subscription(broker: Broker, request: Request) -> responses.Response:
 
 
 ROUTES: list = [
-    ("GET", "/api/v1/consumer-groups", list_groups),
-    ("GET", "/api/v1/consumer-groups/lagging", lagging),
-    ("GET", "/api/v1/consumer-groups/{group}", detail),
-    ("DELETE", "/api/v1/consumer-groups/{group}", delete_group),
-    ("DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", delete_for_queue),
-    ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", seek),
-    ("POST", "/api/v1/consumer-groups/{group}/subscription", subscription),
+    ("GET", "/api/v1/consumer-groups", list_groups, READ_ONLY),
+    ("GET", "/api/v1/consumer-groups/lagging", lagging, READ_ONLY),
+    ("GET", "/api/v1/consumer-groups/{group}", detail, READ_ONLY),
+    ("DELETE", "/api/v1/consumer-groups/{group}", delete_group, ADMIN),
+    ("DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", delete_for_queue, ADMIN),
+    ("POST", "/api/v1/consumer-groups/{group}/queues/{queue}/seek", seek, READ_WRITE),
+    ("POST", "/api/v1/consumer-groups/{group}/subscription", subscription, READ_WRITE),
 ]

@@ -424,7 +424,7 @@ def document() -> bytes:
     from reginamq.http.routes import ROUTES  # the route table imports this module
 
     paths: dict[str, dict] = {}
-    for method, pattern, _handler in ROUTES:
+    for method, pattern, _handler, _role in ROUTES:
         operation = OPERATIONS[(method, pattern)]  # a new route needs a description here
         paths.setdefault(openapi_path(pattern), {})[method.lower()] = {
             "operationId": f"{method.lower()} {pattern}", **operation}

@@ -21,6 +21,7 @@ from reginamq.engine.names import check_name, check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
+from reginamq.security.roles import READ_ONLY
 
 MAX_PAGE = 1_000
 MAX_OFFSET = 2**31 - 1
@@ -76,11 +77,11 @@ async def partitions(broker: Broker, request: Request) -> responses.Response:
 
 
 ROUTES: list = [
-    ("GET", "/api/v1/resources/overview", overview),
-    ("GET", "/api/v1/resources/queues", list_queues),
-    ("GET", "/api/v1/resources/queues/{queue}", queue_detail),
-    ("GET", "/api/v1/resources/queues/{queue}/depth", queue_depth),
-    ("GET", "/api/v1/resources/namespaces", namespaces),
-    ("GET", "/api/v1/resources/tasks", tasks),
-    ("GET", "/api/v1/resources/partitions", partitions),
+    ("GET", "/api/v1/resources/overview", overview, READ_ONLY),
+    ("GET", "/api/v1/resources/queues", list_queues, READ_ONLY),
+    ("GET", "/api/v1/resources/queues/{queue}", queue_detail, READ_ONLY),
+    ("GET", "/api/v1/resources/queues/{queue}/depth", queue_depth, READ_ONLY),
+    ("GET", "/api/v1/resources/namespaces", namespaces, READ_ONLY),
+    ("GET", "/api/v1/resources/tasks", tasks, READ_ONLY),
+    ("GET", "/api/v1/resources/partitions", partitions, READ_ONLY),
 ]

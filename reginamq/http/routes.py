@@ -1,54 +1,81 @@
-"""The route table: method, path pattern, handler.
+"""The route table: method, path pattern, handler, and the role the route requires.
 
 ``{name}`` is one path segment; ``{name*}`` (last only) takes the rest of the path, slashes
 included, because clients put partition names into URLs unencoded. Paths arrive decoded.
+
+The role (see reginamq/security/roles.py) sits in the same tuple as the handler so that a
+route cannot be added without deciding who may call it; the app enforces it when the broker
+runs with ``--auth jwt``, and docs/security.md and /openapi.json are checked against it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from reginamq.http import browse, dlq, groups, messages, openapi, queues, resources, stats, status, traces
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
+from reginamq.security.roles import ADMIN, PUBLIC, READ_WRITE, REQUIREMENTS, WRITE_ONLY
 
 Handler = Callable[[Broker, Request], Awaitable[Response]]
 
-ROUTES: list[tuple[str, str, Handler]] = [
-    ("POST", "/api/v1/push", messages.push),
-    ("GET", "/api/v1/pop", messages.pop_discovery),
-    ("GET", "/api/v1/pop/queue/{queue}", messages.pop_queue),
-    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition*}", messages.pop_partition),
-    ("POST", "/api/v1/ack", messages.ack),
-    ("POST", "/api/v1/ack/batch", messages.ack_batch),
-    ("POST", "/api/v1/lease/{leaseId}/extend", messages.extend_lease),
-    ("POST", "/api/v1/transaction", messages.transaction),
-    ("POST", "/api/v1/configure", queues.configure),
-    ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue),
-    ("GET", "/health", status.health),
-    ("GET", "/openapi.json", openapi.serve),
+
+class Route(NamedTuple):
+    method: str
+    pattern: str
+    handler: Handler
+    role: str  # what the caller's token must grant: a name from reginamq.security.roles
+
+
+def table(*entries: tuple) -> list[Route]:
+    """The routes, each checked to name a known role: a typo would otherwise lock a route or open it."""
+    routes = []
+    for entry in entries:
+        if len(entry) != 4 or entry[3] not in REQUIREMENTS:
+            raise ValueError(f"route {entry[:2]}: a route is (method, pattern, handler, role) with role one of "
+                             f"{sorted(REQUIREMENTS)}")
+        routes.append(Route(*entry))
+    return routes
+
+
+ROUTES: list[Route] = table(
+    ("POST", "/api/v1/push", messages.push, WRITE_ONLY),
+    ("GET", "/api/v1/pop", messages.pop_discovery, READ_WRITE),
+    ("GET", "/api/v1/pop/queue/{queue}", messages.pop_queue, READ_WRITE),
+    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition*}", messages.pop_partition, READ_WRITE),
+    ("POST", "/api/v1/ack", messages.ack, READ_WRITE),
+    ("POST", "/api/v1/ack/batch", messages.ack_batch, READ_WRITE),
+    ("POST", "/api/v1/lease/{leaseId}/extend", messages.extend_lease, READ_WRITE),
+    ("POST", "/api/v1/transaction", messages.transaction, READ_WRITE),
+    ("POST", "/api/v1/configure", queues.configure, READ_WRITE),
+    ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue, ADMIN),
+    # Load balancers and orchestrators probe it without credentials; it tells only "up".
+    ("GET", "/health", status.health, PUBLIC),
+    # The protocol's description: the same for every broker, no data and no secrets in it.
+    ("GET", "/openapi.json", openapi.serve, PUBLIC),
     *dlq.ROUTES,
     *resources.ROUTES,
     *groups.ROUTES,
     *browse.ROUTES,
     *traces.ROUTES,
     *stats.ROUTES,
-]
+)
 
 
 class Router:
-    def __init__(self, routes: list[tuple[str, str, Handler]]):
-        self._static: dict[str, dict[str, Handler]] = {}
-        self._dynamic: list[tuple[list[str], str, Handler]] = []
-        for method, pattern, handler in routes:
-            if "{" in pattern:
-                self._dynamic.append((pattern.strip("/").split("/"), method, handler))
+    def __init__(self, routes: list[Route]):
+        self._static: dict[str, dict[str, Route]] = {}
+        self._dynamic: list[tuple[list[str], Route]] = []
+        for route in routes:
+            if "{" in route.pattern:
+                self._dynamic.append((route.pattern.strip("/").split("/"), route))
             else:
-                self._static.setdefault(pattern, {})[method] = handler
+                self._static.setdefault(route.pattern, {})[route.method] = route
 
-    def match(self, method: str, raw_path: str) -> tuple[Handler | None, dict[str, str], bool]:
-        """Returns (handler, path parameters, whether the path exists for some other method)."""
+    def match(self, method: str, raw_path: str) -> tuple[Route | None, dict[str, str], bool]:
+        """Returns (route, path parameters, whether the path exists for some other method)."""
         path = raw_path.rstrip("/") or "/"
         methods = self._static.get(path)
         if methods is not None and method in methods:
@@ -56,12 +83,12 @@ class Router:
         # A static path does not hide a pattern for another method (DELETE of a group named "lagging").
         segments = path.strip("/").split("/")
         path_known = methods is not None
-        for pattern, route_method, handler in self._dynamic:
+        for pattern, route in self._dynamic:
             params = _bind(pattern, segments)
             if params is None:
                 continue
-            if route_method == method:
-                return handler, params, True
+            if route.method == method:
+                return route, params, True
             path_known = True
         return None, {}, path_known
 

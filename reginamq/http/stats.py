@@ -27,6 +27,7 @@ from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
+from reginamq.security.roles import ADMIN, READ_ONLY
 
 PROMETHEUS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 MAX_PAGE = 1_000
@@ -160,11 +161,11 @@ async def metrics_prometheus(broker: Broker, request: Request) -> responses.Resp
 
 
 ROUTES: list = [
-    ("GET", "/api/v1/status", status),
-    ("GET", "/api/v1/status/queues", queues),
-    ("GET", "/api/v1/status/queues/{queue}", queue),
-    ("GET", "/api/v1/status/analytics", analytics),
-    ("POST", "/api/v1/stats/refresh", refresh),
-    ("GET", "/metrics", metrics_json),
-    ("GET", "/metrics/prometheus", metrics_prometheus),
+    ("GET", "/api/v1/status", status, READ_ONLY),
+    ("GET", "/api/v1/status/queues", queues, READ_ONLY),
+    ("GET", "/api/v1/status/queues/{queue}", queue, READ_ONLY),
+    ("GET", "/api/v1/status/analytics", analytics, READ_ONLY),
+    ("POST", "/api/v1/stats/refresh", refresh, ADMIN),
+    ("GET", "/metrics", metrics_json, READ_ONLY),
+    ("GET", "/metrics/prometheus", metrics_prometheus, READ_ONLY),
 ]

@@ -7,6 +7,7 @@ from reginamq.engine.names import check_name, check_uuid
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
+from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 MAX_PAGE = 1_000
 MAX_TIMELINE = 10_000
@@ -44,8 +45,8 @@ async def names(broker: Broker, request: Request) -> responses.Response:
 
 
 ROUTES: list = [
-    ("POST", "/api/v1/traces", record),
-    ("GET", "/api/v1/traces/names", names),
-    ("GET", "/api/v1/traces/by-name/{name*}", by_name),
-    ("GET", "/api/v1/traces/{partitionId}/{transactionId*}", for_message),
+    ("POST", "/api/v1/traces", record, READ_WRITE),
+    ("GET", "/api/v1/traces/names", names, READ_ONLY),
+    ("GET", "/api/v1/traces/by-name/{name*}", by_name, READ_ONLY),
+    ("GET", "/api/v1/traces/{partitionId}/{transactionId*}", for_message, READ_ONLY),
 ]

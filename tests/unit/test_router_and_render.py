@@ -10,18 +10,18 @@ from reginamq.http.routes import ROUTER
 
 
 def test_static_and_dynamic_routes_match():
-    handler, params, _ = ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/tenant/42")
-    assert handler is not None and handler.__name__ == "pop_partition"
+    route, params, _ = ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/tenant/42")
+    assert route is not None and route.handler.__name__ == "pop_partition"
     assert params == {"queue": "orders", "partition": "tenant/42"}
     assert ROUTER.match("GET", "/api/v1/pop/queue/orders/partition/")[0] is None
-    handler, params, _ = ROUTER.match("POST", "/api/v1/push")
-    assert handler.__name__ == "push" and params == {}
+    route, params, _ = ROUTER.match("POST", "/api/v1/push")
+    assert route.handler.__name__ == "push" and params == {}
 
 
 def test_unknown_path_and_wrong_method_are_told_apart():
     assert ROUTER.match("GET", "/api/v1/nothing") == (None, {}, False)
-    handler, _, known = ROUTER.match("GET", "/api/v1/push")
-    assert handler is None and known
+    route, _, known = ROUTER.match("GET", "/api/v1/push")
+    assert route is None and known
 
 
 def test_pop_answer_is_the_stored_fragments_plus_delivery_fields():
