@@ -12,6 +12,8 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
+import orjson
+
 from reginamq.engine.browse import iso_millis
 
 BUCKET_SECONDS = 10
@@ -22,6 +24,7 @@ QUEUES_SQL = "SELECT * FROM rq_stats_queues($1)"
 SERIES_SQL = "SELECT * FROM rq_stats_series($1, $2, $3, $4)"
 GROUPS_SQL = "SELECT * FROM rq_stats_groups_of($1)"
 STATE_SQL = "SELECT refreshed_at FROM rq_stats_state WHERE id = 1"
+OPTIONS_SQL = "SELECT options FROM rq_queues WHERE name = $1"
 COUNTERS = ("pushed", "popped", "acked", "failed", "deadLettered")
 _COLUMNS = {"pushed": "pushed", "popped": "popped", "acked": "acked", "failed": "failed",
             "deadLettered": "dead_lettered"}
@@ -105,6 +108,7 @@ async def queue(conn, name: str) -> dict | None:
     if not rows:
         return None
     entry = _queue(rows[0])
+    entry["options"] = orjson.loads(await conn.fetchval(OPTIONS_SQL, name))
     recent = await _recent(conn, name)
     entry["throughput"] = {"windowSeconds": THROUGHPUT_WINDOW_SECONDS, **_rates(recent, THROUGHPUT_WINDOW_SECONDS)}
     entry["consumerGroups"] = [{"consumerGroup": g["consumer_group"], "backlog": g["backlog"],

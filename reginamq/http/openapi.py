@@ -20,7 +20,7 @@ import orjson
 from reginamq import __version__
 from reginamq.engine import ack, browse, options, push, queues, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
-from reginamq.http import responses
+from reginamq.http import console, responses
 
 MAX_PAGE = 1_000
 INT32 = 2**31 - 1
@@ -223,6 +223,11 @@ SUBSCRIPTION_BODY = {"type": "object",
                                     "subscriptionMode": {"type": "string", "enum": ["all", "new", "new-only"]},
                                     "subscriptionFrom": TIMESTAMP}}
 
+CONSOLE_FILE = op("a static file of the web console", {200: None, 404: ERROR},
+                  parameters=[path("path", NAME, GREEDY)], text="text/plain; charset=utf-8")
+CONSOLE_FILE["responses"]["200"]["content"] = {kind: {"schema": STRING}
+                                               for kind in sorted(set(console.CONTENT_TYPES.values()))}
+
 OPERATIONS: dict[tuple[str, str], dict] = {
     ("POST", "/api/v1/push"): op(
         "push messages (a queue and partition are created by the first push naming them)",
@@ -365,6 +370,7 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("GET", "/api/v1/status/queues/{queue}"): op(
         "one queue's counters and series", {200: {**STATS_QUEUE, "properties": {
             **STATS_QUEUE["properties"], "consumerGroups": array(obj({"consumerGroup": STRING, "backlog": INTEGER})),
+            "options": OPTIONS_OUT,
             "series": obj({"intervalSeconds": INTEGER, "points": array(POINT)})}}, 404: ERROR},
         parameters=[QUEUE_PATH]),
     ("GET", "/api/v1/status/analytics"): op(
@@ -379,6 +385,8 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                                           "process": {"type": "object"}, "version": STRING})}),
     ("GET", "/metrics/prometheus"): op("metrics, Prometheus text exposition", {200: None},
                                        text="text/plain; version=0.0.4; charset=utf-8"),
+    ("GET", "/"): op("the web console (an HTML page)", {200: None}, text="text/html; charset=utf-8"),
+    ("GET", "/console/{path*}"): CONSOLE_FILE,
 }
 
 # Struct fields that carry names or ids: the schema says what the handlers accept.

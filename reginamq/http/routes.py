@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from reginamq.http import browse, dlq, groups, messages, openapi, queues, resources, stats, status, traces
+from reginamq.http import browse, console, dlq, groups, messages, openapi, queues, resources, stats, status, traces
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
@@ -61,6 +61,7 @@ ROUTES: list[Route] = table(
     *browse.ROUTES,
     *traces.ROUTES,
     *stats.ROUTES,
+    *console.ROUTES,
 )
 
 
