@@ -7,6 +7,7 @@ A missing Chromium fails these tests (it does not skip them): `.ci/run` installs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -38,10 +39,10 @@ def chromium(broker_url):
             browser.close()
 
 
-@pytest.fixture
-def page(chromium, broker_url, request):
-    """A console tab on the session broker; its page errors fail the test."""
-    context = chromium.new_context(base_url=broker_url, viewport={"width": 1440, "height": 900})
+@contextlib.contextmanager
+def console_tab(chromium, base_url: str, test_name: str):
+    """A fresh browser context on ``base_url``; a screenshot at the end; page errors fail the test."""
+    context = chromium.new_context(base_url=base_url, viewport={"width": 1440, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
     errors: list[str] = []
@@ -50,10 +51,17 @@ def page(chromium, broker_url, request):
         yield tab
     finally:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^\w.-]+", "_", request.node.name)
-        tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        file_name = re.sub(r"[^\w.-]+", "_", test_name) + ".png"
+        tab.screenshot(path=str(ARTIFACTS / file_name), full_page=True)
         context.close()
     assert not errors, f"the console raised: {errors}"
+
+
+@pytest.fixture
+def page(chromium, broker_url, request):
+    """A console tab on the session broker."""
+    with console_tab(chromium, broker_url, request.node.name) as tab:
+        yield tab
 
 
 @pytest.fixture

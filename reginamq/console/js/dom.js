@@ -83,7 +83,7 @@ export function badge(text, kind) {
 
 // columns: [{label, cell(row) -> node|string, class?}]; rows: array; empty: text when none.
 export function table(columns, rows, { empty = "Nothing here yet.", onRow, rowKey } = {}) {
-  const head = h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.class }, c.label))));
+  const head = h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.class }, c.label || "\u00a0"))));
   const body = h("tbody", {}, rows.length === 0
     ? h("tr", {}, h("td", { class: "empty", colSpan: columns.length }, empty))
     : rows.map((row) => h("tr", {

@@ -13,6 +13,14 @@ import { kpi } from "./overview.js";
 const TABS = [["overview", "Overview"], ["partitions", "Partitions"], ["groups", "Consumer groups"],
   ["messages", "Messages"], ["dlq", "Dead letters"], ["settings", "Settings"]];
 const PAGE = 25;
+// Units and meaning of the options whose name does not say it (docs/protocol.md has them all).
+const OPTION_HINTS = {
+  leaseTime: "seconds a pop leases its messages", retryLimit: "failures before dead-lettering",
+  delayedProcessing: "seconds before a message is deliverable", windowBuffer: "quiet seconds before delivery",
+  retentionSeconds: "drop messages older than this (s)", completedRetentionSeconds: "drop consumed after (s)",
+  dedupWindowSeconds: "seconds a transactionId dedups", maxWaitTimeSeconds: "seconds", minPopWaitTime: "seconds",
+  ttl: "seconds", retryDelay: "milliseconds", maxSize: "messages (0 = unlimited)", priority: "higher first",
+};
 // Filters survive switching tabs and the live refresh (per queue, for this page's lifetime).
 const remembered = new Map();
 
@@ -283,7 +291,7 @@ function dlqPane({ queue, state }) {
       { label: "", class: "row-end", cell: (d) => h("div", { class: "row-actions" },
         h("button", { class: "ghost small", onclick: () => inspectDead(d) }, "Inspect"),
         h("button", { class: "primary small", onclick: () => replay(d) }, "Replay")) },
-    ], answer.messages, { empty: "No dead letters. 🎉", onRow: inspectDead, rowKey: (d) => d.id }));
+    ], answer.messages, { empty: "No dead letters.", onRow: inspectDead, rowKey: (d) => d.id }));
   }
   async function replay(entry) {
     try {
@@ -337,12 +345,16 @@ function settingsPane({ queue }) {
     }
   }
   function draw() {
-    fill(form, h("div", { class: "option-grid" }, Object.entries(loaded).sort(([a], [b]) => a.localeCompare(b))
-      .map(([key, value]) => h("label", { class: typeof value === "boolean" ? "check" : undefined },
-        typeof value === "boolean"
-          ? [h("input", { type: "checkbox", name: key, checked: value }), " ", key]
-          : [key, h("input", { type: "number", name: key, value: String(value), step: 1, min: 0 })]))),
-    h("div", { class: "actions" }, h("button", { class: "primary", type: "submit" }, "Save changes")));
+    const entries = Object.entries(loaded).sort(([a], [b]) => a.localeCompare(b));
+    const switches = entries.filter(([, value]) => typeof value === "boolean");
+    const numbers = entries.filter(([, value]) => typeof value !== "boolean");
+    fill(form,
+      h("div", { class: "option-grid" }, numbers.map(([key, value]) => h("label", { title: OPTION_HINTS[key] },
+        key, h("input", { type: "number", name: key, value: String(value), step: 1, min: 0 }),
+        h("span", { class: "hint" }, OPTION_HINTS[key] || "")))),
+      h("div", { class: "switches" }, switches.map(([key, value]) => h("label", { class: "check" },
+        h("input", { type: "checkbox", name: key, checked: value }), " ", key))),
+      h("div", { class: "actions" }, h("button", { class: "primary", type: "submit" }, "Save changes")));
   }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

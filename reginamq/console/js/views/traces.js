@@ -6,6 +6,11 @@ import { badge, duration, fill, h, num, pager, pretty, table, time } from "../do
 
 const PAGE = 25;
 
+// Time from the first event: consumers act within milliseconds, so those are worth showing.
+function since(milliseconds) {
+  return milliseconds < 1000 ? `${milliseconds} ms` : duration(milliseconds / 1000);
+}
+
 export function mount(root, { partitionId, transactionId }) {
   const names = { search: "", offset: 0, selected: null, tracesOffset: 0 };
   const timeline = h("div", {});
@@ -57,9 +62,9 @@ export function mount(root, { partitionId, transactionId }) {
       message ? h("p", { class: "muted" }, `${message.queue} / ${message.partition} · now `, badge(message.status))
         : h("p", { class: "muted" }, "The message itself is no longer stored (deleted or past retention)."),
       events.length === 0 ? h("p", { class: "empty" }, "No trace events recorded for this message.")
-        : h("ol", { class: "timeline" }, events.map((e) => h("li", { class: `event ${e.type}` },
+        : h("ol", { class: "timeline" }, events.map((e) => h("li", { class: `step ${e.type}` },
           h("div", { class: "when" }, time(e.at), h("span", { class: "delta" },
-            Date.parse(e.at) === first ? "start" : `+${duration((Date.parse(e.at) - first) / 1000)}`)),
+            Date.parse(e.at) === first ? "start" : `+${since(Date.parse(e.at) - first)}`)),
           h("div", { class: "what" }, badge(e.type, "event"), e.group ? h("span", { class: "muted" }, ` by ${e.group}`) : "",
             e.names.length ? h("span", { class: "muted" }, ` · ${e.names.join(", ")}`) : "",
             h("pre", { class: "json" }, pretty(e.data)))))));
