@@ -16,8 +16,10 @@ from reginamq.ctl.groups import group
 from reginamq.ctl.messages import pop, push, tail
 from reginamq.ctl.queues import queue
 from reginamq.ctl.status import status
+from reginamq.security.tokens import AuthConfigError, verifier_from
 
 log = logging.getLogger("reginamq")
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.group()
@@ -48,9 +50,30 @@ def main() -> None:
               help="Where pushes wait (fsynced) while the database is unreachable "
                    "[default: the user data dir, one folder per database].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default=None)
+@click.option("--auth", type=click.Choice(["none", "jwt"]), default=None,
+              help="Access control: jwt requires a bearer token with a role on every non-public route "
+                   "(docs/security.md) [default: none].")
+@click.option("--auth-secret-file", type=_FILE, default=None,
+              help="File holding the HS256/384/512 secret (or set REGINAMQ_AUTH_SECRET; never on the command line).")
+@click.option("--auth-public-key", type=_FILE, default=None,
+              help="PEM public key (RSA, EC or Ed25519/Ed448) verifying RS*/PS*/ES*/EdDSA tokens.")
+@click.option("--auth-jwks", type=_FILE, default=None,
+              help="Local JWKS file of verification keys, chosen by the token's kid (rotation: list old and new).")
+@click.option("--auth-issuer", default=None, help="Required 'iss' claim.")
+@click.option("--auth-audience", default=None, help="Required 'aud' claim.")
+@click.option("--auth-leeway", type=click.FloatRange(0, 3600), default=None,
+              help="Clock skew tolerated on exp/nbf/iat, in seconds [default: 30].")
+@click.option("--tls-cert", type=_FILE, default=None, help="Serve HTTPS with this PEM certificate (chain).")
+@click.option("--tls-key", type=_FILE, default=None, help="The certificate's PEM private key.")
 def serve(**flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""
     settings = Settings.from_env(**flags)
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    try:
+        verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
+    except AuthConfigError as error:
+        raise click.UsageError(str(error)) from None
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     embedded = None
@@ -67,8 +90,9 @@ def serve(**flags) -> None:
         settings = Settings.from_env(**{**flags, "database_url": database_url})
         from reginamq.server import serve as serve_http
 
-        click.echo(f"reginamq {__version__} listening on http://{settings.host}:{settings.port} "
-                   f"({settings.workers} worker{'s' if settings.workers > 1 else ''})", err=True)
+        scheme = "http" if settings.tls_cert is None else "https"
+        click.echo(f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "
+                   f"({settings.workers} worker{'s' if settings.workers > 1 else ''}, auth {settings.auth})", err=True)
         serve_http(settings)
     finally:
         if embedded is not None:

@@ -1,8 +1,10 @@
 """One settings object for the broker.
 
-Precedence is flags > ``REGINAMQ_*`` environment > Queen's environment names (``PG_HOST`` ...)
-> defaults. Worker processes receive their settings through the environment, so everything a
-worker needs must round-trip through :meth:`Settings.to_env` / :meth:`Settings.from_env`.
+Precedence is flags > ``REGINAMQ_*`` environment > Queen's environment names (``PG_HOST`` ...,
+``JWT_SECRET`` ...) > defaults. Worker processes receive their settings through the environment,
+so everything a worker needs must round-trip through :meth:`Settings.to_env` /
+:meth:`Settings.from_env`. Secrets (the JWT secret, a database password) never show in
+``repr``: settings get logged and printed in tracebacks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 from typing import ClassVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import platformdirs
 
@@ -36,6 +38,17 @@ class Settings:
     default_subscription_mode: str = "all"
     maintenance_interval: float = 5.0
     spool_dir: Path | None = None
+    # Access control (docs/security.md): "none" or "jwt", and where the verification keys come from.
+    auth: str = "none"
+    auth_secret: str | None = None
+    auth_secret_file: Path | None = None
+    auth_public_key: Path | None = None
+    auth_jwks: Path | None = None
+    auth_issuer: str | None = None
+    auth_audience: str | None = None
+    auth_leeway: float = 30.0
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
 
     _ENV: ClassVar[dict[str, str]] = {
         "host": "REGINAMQ_HOST",
@@ -49,7 +62,25 @@ class Settings:
         "default_subscription_mode": "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE",
         "maintenance_interval": "REGINAMQ_MAINTENANCE_INTERVAL",
         "spool_dir": "REGINAMQ_SPOOL_DIR",
+        "auth": "REGINAMQ_AUTH",
+        "auth_secret": "REGINAMQ_AUTH_SECRET",
+        "auth_secret_file": "REGINAMQ_AUTH_SECRET_FILE",
+        "auth_public_key": "REGINAMQ_AUTH_PUBLIC_KEY",
+        "auth_jwks": "REGINAMQ_AUTH_JWKS",
+        "auth_issuer": "REGINAMQ_AUTH_ISSUER",
+        "auth_audience": "REGINAMQ_AUTH_AUDIENCE",
+        "auth_leeway": "REGINAMQ_AUTH_LEEWAY",
+        "tls_cert": "REGINAMQ_TLS_CERT",
+        "tls_key": "REGINAMQ_TLS_KEY",
     }
+    # Queen's names for the same settings, so a Queen deployment's environment carries over.
+    _QUEEN_ENV: ClassVar[dict[str, str]] = {
+        "auth_secret": "JWT_SECRET",
+        "auth_issuer": "JWT_ISSUER",
+        "auth_audience": "JWT_AUDIENCE",
+        "auth_leeway": "JWT_CLOCK_SKEW",
+    }
+    _SECRETS: ClassVar[frozenset[str]] = frozenset({"auth_secret"})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:
@@ -60,6 +91,11 @@ class Settings:
             raw = env.get(cls._ENV[field.name])
             if raw not in (None, ""):
                 values[field.name] = _coerce(field.name, raw)
+        for name, queen_name in cls._QUEEN_ENV.items():
+            if name not in values and env.get(queen_name):
+                values[name] = _coerce(name, env[queen_name])
+        if "auth" not in values and env.get("JWT_ENABLED", "").lower() == "true":
+            values["auth"] = "jwt"
         if "default_subscription_mode" not in values and env.get("DEFAULT_SUBSCRIPTION_MODE"):
             values["default_subscription_mode"] = env["DEFAULT_SUBSCRIPTION_MODE"]
         if "database_url" not in values:
@@ -68,6 +104,17 @@ class Settings:
                 values["database_url"] = queen_url
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    def __repr__(self) -> str:
+        shown = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None and field.name in self._SECRETS:
+                value = "<hidden>"
+            elif field.name == "database_url" and value:
+                value = _without_password(value)
+            shown.append(f"{field.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
 
     def resolved_spool_dir(self) -> Path:
         """Where pushes wait while the database is away: one folder per database, so two
@@ -89,11 +136,19 @@ class Settings:
 def _coerce(name: str, raw: str) -> object:
     if name in ("port", "workers", "pool_size", "max_body_bytes"):
         return int(raw)
-    if name == "maintenance_interval":
+    if name in ("maintenance_interval", "auth_leeway"):
         return float(raw)
-    if name in ("data_dir", "spool_dir"):
+    if name in ("data_dir", "spool_dir", "auth_secret_file", "auth_public_key", "auth_jwks", "tls_cert", "tls_key"):
         return Path(raw)
     return raw
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":<hidden>@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _queen_pg_url(env) -> str | None:

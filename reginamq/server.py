@@ -28,7 +28,8 @@ class BrokerServer(MPServer):
 
 
 def serve(settings: Settings) -> None:
-    """Serve until SIGINT/SIGTERM; worker processes read their settings from the environment."""
+    """Serve until SIGINT/SIGTERM (HTTPS when given a certificate and key); worker processes read
+    their settings from the environment."""
     os.environ.update(settings.to_env())
     BrokerServer(
         "reginamq.http.app:create_app",
@@ -41,4 +42,6 @@ def serve(settings: Settings) -> None:
         log_access=False,
         respawn_failed_workers=True,
         workers_kill_timeout=30,
+        ssl_cert=settings.tls_cert,
+        ssl_key=settings.tls_key,
     ).serve()

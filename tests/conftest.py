@@ -100,6 +100,26 @@ def broker_url(database_url, tmp_path_factory):
         assert "Traceback" not in text, f"the broker logged an unhandled error:\n{text[-4000:]}"
 
 
+@pytest.fixture(scope="session")
+def auth_broker(database_url, tmp_path_factory):
+    """A second broker with access control on (HS256, issuer and audience checked): (url, log path).
+
+    One worker: the secret must reach worker processes through the environment either way."""
+    from tests.auth_helpers import AUDIENCE, ISSUER, SECRET
+
+    log_path = tmp_path_factory.mktemp("auth-broker") / "broker.log"
+    env = {"REGINAMQ_AUTH": "jwt", "REGINAMQ_AUTH_SECRET": SECRET, "REGINAMQ_AUTH_ISSUER": ISSUER,
+           "REGINAMQ_AUTH_AUDIENCE": AUDIENCE, "REGINAMQ_LOG_LEVEL": "debug"}
+    process, url = start_broker(database_url, workers=1, extra_env=env, log_path=log_path)
+    try:
+        yield url, log_path
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text, f"the broker logged an unhandled error:\n{text[-4000:]}"
+        assert SECRET not in text, "the JWT secret appeared in the broker's log"
+
+
 @pytest.fixture
 async def http(broker_url):
     async with httpx.AsyncClient(base_url=broker_url, timeout=30) as client:

@@ -46,3 +46,16 @@ async def test_served(http):
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["openapi"].startswith("3.1")
+
+
+def test_every_operation_states_the_role_its_route_requires():
+    document = json.loads(openapi.document())
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    for method, pattern, _handler, role in ROUTES:
+        operation = document["paths"][openapi.openapi_path(pattern)][method.lower()]
+        assert operation["x-required-role"] == role, f"{method} {pattern}"
+        if role == "public":
+            assert operation["security"] == [], f"{method} {pattern}"
+        else:
+            assert operation["security"] == [{"bearer": []}], f"{method} {pattern}"
+            assert {"401", "403"} <= set(operation["responses"]), f"{method} {pattern}"

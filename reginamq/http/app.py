@@ -4,6 +4,8 @@ Plain callables rather than a framework: the broker's hot path is HTTP and JSON,
 a 2-core machine every layer between the socket and the handler shows up in the numbers
 (see benchmarks/http_servers). The contract kept here: every failure the client caused is a
 4xx with ``{"error": ...}``; a database outage is a 503; unknown paths are 404 no_such_route.
+With ``--auth jwt``, each route's declared role is enforced (see guard.py) before its handler
+runs; with auth off that costs one attribute check per request.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import msgspec
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.http import responses
+from reginamq.http.guard import Guard, Refused
 from reginamq.http.request import Request
 from reginamq.http.routes import ROUTER
 from reginamq.http.stats import observe_request
 from reginamq.runtime import Broker
+from reginamq.security.tokens import verifier_from
 
 log = logging.getLogger("reginamq.http")
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -36,6 +40,8 @@ class App:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or Settings.from_env()
         self.broker = Broker(self.settings)
+        verifier = verifier_from(self.settings)
+        self.guard = None if verifier is None else Guard(verifier)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
@@ -80,44 +86,57 @@ class App:
                 return await _read_chunks(protocol, limit)
             return await protocol()
 
-        status, body, *content_type = await self.respond(
+        status, body, *kind = await self.respond(
             scope.method, scope.path, scope.query_string.encode(), scope.headers.get("content-type"),
-            read_body, protocol.client_disconnect)
+            read_body, protocol.client_disconnect,
+            None if self.guard is None else scope.headers.get("authorization"))
         if body is None:
             protocol.response_empty(status, [])
-        elif content_type:
-            protocol.response_bytes(status, [("content-type", content_type[0])], body)
+        elif kind:
+            protocol.response_bytes(status, [("content-type", kind[0]), *(kind[1] if len(kind) > 1 else ())], body)
         else:
             protocol.response_bytes(status, RSGI_JSON_HEADERS, body)
 
     # ASGI (any ASGI server can run the app too)
 
     async def _http(self, scope, receive, send) -> None:
-        status, body, *content_type = await self.respond(
+        status, body, *kind = await self.respond(
             scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
-            lambda: _read_chunks(_asgi_chunks(receive), self.settings.max_body_bytes), lambda: _disconnected(receive))
+            lambda: _read_chunks(_asgi_chunks(receive), self.settings.max_body_bytes), lambda: _disconnected(receive),
+            None if self.guard is None else _header(scope, b"authorization"))
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
-        kind = [(b"content-type", content_type[0].encode())] if content_type else JSON_HEADERS
+        headers = [(b"content-type", kind[0].encode())] if kind else JSON_HEADERS
+        headers += [(name.encode(), value.encode()) for name, value in (kind[1] if len(kind) > 1 else ())]
         await send({"type": "http.response.start", "status": status,
-                    "headers": [*kind, (b"content-length", str(len(body)).encode())]})
+                    "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    async def respond(self, method: str, path: str, query_string: bytes,
-                      content_type: str | None, read_body, wait_disconnect=None) -> responses.Response:
-        """Route, read the body within its limit, run the handler, keep the error contract."""
+    async def respond(self, method: str, path: str, query_string: bytes, content_type: str | None, read_body,
+                      wait_disconnect=None, authorization: str | None = None) -> responses.Response:
+        """Route, admit the caller, read the body within its limit, run the handler, keep the error contract."""
         route, params, known = ROUTER.match(method, path)
         if route is None:
             if known:
                 return responses.error(405, f"method {method} not allowed on {path}")
             return responses.error(404, "Not Found", code="no_such_route")
+        subject = None
+        if self.guard is not None:
+            try:
+                subject = self.guard.admit(route.role, authorization)
+            except Refused as refused:
+                # The body is read (and dropped) all the same: a client still uploading when the
+                # answer goes out would see a broken connection instead of the 401.
+                with contextlib.suppress(BodyTooLarge):
+                    await read_body()
+                return refused.answer
         try:
             body = await read_body()
         except BodyTooLarge:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
-        request = Request(method, params, query_string, content_type, body, wait_disconnect)
+        request = Request(method, params, query_string, content_type, body, wait_disconnect, subject)
         started = time.perf_counter()
         answer = await self._handle(route.handler, request, method, path)
         observe_request(method, route.handler.__name__, answer[0], time.perf_counter() - started)

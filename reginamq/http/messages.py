@@ -23,7 +23,7 @@ SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 
 async def push(broker: Broker, request: Request) -> responses.Response:
     body = request.json(pushes.PushBody)
-    return responses.json(201, await broker.pushes.push(pushes.prepare(body.items)))
+    return responses.json(201, await broker.pushes.push(pushes.prepare(body.items, request.subject)))
 
 
 async def pop_queue(broker: Broker, request: Request) -> responses.Response:
@@ -96,5 +96,5 @@ async def extend_lease(broker: Broker, request: Request) -> responses.Response:
 
 
 async def transaction(broker: Broker, request: Request) -> responses.Response:
-    prepared = transactions.prepare(request.json(transactions.TransactionBody))
+    prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
     return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared)))

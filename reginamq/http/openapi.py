@@ -6,6 +6,8 @@ msgspec Structs take their schemas from the Structs, tightened with the document
 (names, UUIDs); bodies read as plain objects are described by hand. Parameter ranges and enums
 are the ones the handlers enforce. Response schemas list the fields each answer always has
 and allow more (``additionalProperties``), so they check without freezing the protocol.
+Each operation carries its route's role (``x-required-role``) and bearer security, taken from
+the route table, so the document cannot disagree with what the broker enforces.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from reginamq import __version__
 from reginamq.engine import ack, browse, options, push, queues, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
 from reginamq.http import console, responses
+from reginamq.security.roles import PUBLIC
 
 MAX_PAGE = 1_000
 INT32 = 2**31 - 1
@@ -423,6 +426,25 @@ def _components() -> dict:
     return schemas
 
 
+BEARER = {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+          "description": "Only when the broker runs with --auth jwt: a JWT whose role or roles claim grants "
+                         "the operation's x-required-role (see docs/security.md)."}
+
+
+REFUSED = {"401": {"description": "no valid bearer token (auth on)",
+                   "content": {"application/json": {"schema": ERROR}}},
+           "403": {"description": "the token's roles do not grant this operation (auth on)",
+                   "content": {"application/json": {"schema": ERROR}}}}
+
+
+def access(role: str, operation: dict) -> dict:
+    """The operation's security: none for public routes, else a bearer token and the 401/403 answers."""
+    if role == PUBLIC:
+        return {"security": [], "x-required-role": role}
+    return {"security": [{"bearer": []}], "x-required-role": role,
+            "responses": dict(sorted({**operation["responses"], **REFUSED}.items()))}
+
+
 def openapi_path(pattern: str) -> str:
     return re.sub(r"\{(\w+)\*\}", r"{\1}", pattern)
 
@@ -432,16 +454,16 @@ def document() -> bytes:
     from reginamq.http.routes import ROUTES  # the route table imports this module
 
     paths: dict[str, dict] = {}
-    for method, pattern, _handler, _role in ROUTES:
+    for method, pattern, _handler, role in ROUTES:
         operation = OPERATIONS[(method, pattern)]  # a new route needs a description here
         paths.setdefault(openapi_path(pattern), {})[method.lower()] = {
-            "operationId": f"{method.lower()} {pattern}", **operation}
+            "operationId": f"{method.lower()} {pattern}", **operation, **access(role, operation)}
     return orjson.dumps({
         "openapi": "3.1.0",
         "info": {"title": "reginamq", "version": __version__,
                  "description": "Queen MQ's HTTP protocol as served by reginamq (see docs/protocol.md)."},
         "paths": paths,
-        "components": {"schemas": _components()},
+        "components": {"schemas": _components(), "securitySchemes": {"bearer": BEARER}},
     })
 
 

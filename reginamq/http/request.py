@@ -32,6 +32,8 @@ class Request:
     body: bytes
     # Completes when the client hangs up; only long polls ask for it.
     wait_disconnect: Callable[[], Awaitable[object]] | None = None
+    # The verified token's ``sub`` (auth on), stamped on pushed messages as producerSub.
+    subject: str | None = None
     _query: dict[str, list[str]] | None = None
 
     def query(self, name: str) -> str | None:

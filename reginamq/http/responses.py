@@ -6,8 +6,10 @@ from typing import Any
 
 import orjson
 
-# (status, body) answers JSON; (status, body, content type) anything else.
-Response = tuple[int, bytes | None] | tuple[int, bytes, str]
+# (status, body) answers JSON; (status, body, content type) anything else; a fourth item adds
+# response headers (pairs of str), e.g. the WWW-Authenticate challenge of a 401.
+Response = tuple[int, bytes | None] | tuple[int, bytes, str] | tuple[int, bytes, str, list[tuple[str, str]]]
+JSON = "application/json"
 
 
 def json(status: int, value: Any) -> Response:

@@ -14,6 +14,7 @@ Things about the client that shape these tests:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import signal
 import uuid
@@ -22,24 +23,31 @@ import pytest
 from queen import Queen
 
 
-def make_client(url: str) -> Queen:
-    """Build the client the way /work/shared/checks/queen_client_smoke.py does."""
-    kwargs = {}
+def make_client(url: str, **options) -> Queen:
+    """Build the client the way /work/shared/checks/queen_client_smoke.py does (plus ``options``)."""
+    kwargs = dict(options)
     if "handle_signals" in inspect.signature(Queen.__init__).parameters:
         kwargs["handle_signals"] = False
     return Queen(url, **kwargs)
 
 
-@pytest.fixture
-async def queen(broker_url):
+@contextlib.asynccontextmanager
+async def open_client(url: str, **options):
+    """A client for the block; pytest's signal handlers are put back when it closes."""
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    client = make_client(broker_url)
+    client = make_client(url, **options)
     try:
         yield client
     finally:
         await client.close()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+@pytest.fixture
+async def queen(broker_url):
+    async with open_client(broker_url) as client:
+        yield client
 
 
 @pytest.fixture

@@ -38,11 +38,17 @@ export class Chart {
     const byTime = new Map(points.map((p) => [Math.floor(Date.parse(p.at) / 1000), p]));
     const xs = [];
     for (let t = start - (start % INTERVAL_SECONDS); t <= end; t += INTERVAL_SECONDS) xs.push(t);
-    const data = [xs, ...this.keys.map((key) => xs.map((t) => {
-      const point = byTime.get(t);
-      if (!point) return this.perSecond ? 0 : null;
-      return this.perSecond ? point[key] / INTERVAL_SECONDS : point[key];
-    }))];
+    // A bucket is booked only when something moved: an empty one is a zero rate, and a gauge
+    // keeps its last booked value until the next booking.
+    const data = [xs, ...this.keys.map((key) => {
+      let last = null;
+      return xs.map((t) => {
+        const point = byTime.get(t);
+        if (this.perSecond) return point ? point[key] / INTERVAL_SECONDS : 0;
+        if (point) last = point[key];
+        return last;
+      });
+    })];
     if (this.plot) {
       this.plot.setData(data);
       return;
@@ -72,9 +78,7 @@ export class Chart {
           size: 56, values: (u, values) => values.map((v) => compact(v) + unit) },
       ],
       series: [{}, ...this.keys.map((key) => ({
-        // Gauges exist only where the stats loop booked a bucket: join them and mark each one.
-        label: LABELS[key], stroke: COLORS[key], width: 1.6, spanGaps: !this.perSecond,
-        points: this.perSecond ? { show: false } : { size: 4 },
+        label: LABELS[key], stroke: COLORS[key], width: 1.6, points: { show: false },
         fill: `${COLORS[key]}14`,
         value: (u, v) => (v === null ? "—" : compact(this.perSecond ? Math.round(v * 10) / 10 : v) + unit),
       }))],
