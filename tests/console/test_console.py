@@ -177,3 +177,18 @@ def test_a_queue_is_deleted_only_after_typing_its_name(page, api, name):
     confirm(page, "Delete queue")
     expect(page.locator(".toast").last).to_contain_text(f"Queue {name} deleted")
     assert api.get(f"/api/v1/status/queues/{name}").status_code == 404
+
+
+def test_dead_letters_are_purged_after_typing_the_queue_name(page, api, name):
+    push(api, name, [{"n": n} for n in range(2)])
+    for message in api.get(f"/api/v1/pop/queue/{name}", params={"batch": 2}).json()["messages"]:
+        api.post("/api/v1/ack", json={"transactionId": message["transactionId"], "partitionId": message["partitionId"],
+                                      "leaseId": message["leaseId"], "status": "dlq", "error": "poison"})
+    page.goto(f"/#/queues/{name}/dlq")
+    expect(page.locator(".pager span")).to_have_text("1–2 of 2")
+    page.get_by_role("button", name="Purge all dead letters…").click()
+    page.locator("dialog[open] input[name=confirm]").fill(name)
+    confirm(page, "Purge")
+    expect(page.locator(".toast")).to_contain_text("2 dead letters purged")
+    expect(page.locator(".pager span")).to_have_text("0–0 of 0")
+    assert api.get("/api/v1/dlq", params={"queue": name}).json()["total"] == 0

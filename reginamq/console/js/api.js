@@ -4,7 +4,7 @@
 
 const TOKEN_KEY = "reginamq.token";
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(status, message) {
     super(message);
     this.status = status;
@@ -27,7 +27,7 @@ export function setToken(value) {
 }
 
 // path: "/api/v1/..." with an optional query object (undefined/null/"" values are left out).
-export function url(path, query) {
+function url(path, query) {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query || {})) {
     if (value !== undefined && value !== null && value !== "") params.set(key, String(value));

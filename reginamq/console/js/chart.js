@@ -9,8 +9,8 @@ const COLORS = { pushed: "#4f46e5", popped: "#0891b2", acked: "#16a34a", failed:
   deadLettered: "#dc2626", depth: "#7c3aed", lag: "#d97706", dlqDepth: "#dc2626" };
 const LABELS = { pushed: "in", popped: "delivered", acked: "out", failed: "failed", deadLettered: "dead-lettered",
   depth: "depth", lag: "lag", dlqDepth: "DLQ" };
-export const WINDOW_SECONDS = 30 * 60;
-export const INTERVAL_SECONDS = 10;
+const WINDOW_SECONDS = 30 * 60;
+const INTERVAL_SECONDS = 10;
 
 // Points of one queue (or all queues) for the last WINDOW_SECONDS.
 export async function series(queue) {
