@@ -18,7 +18,7 @@ import asyncpg
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
-from reginamq.engine.pop import SweepPositions
+from reginamq.engine.pop import FillWaits, SweepPositions
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.retention import RetentionLoop
@@ -52,6 +52,7 @@ class Broker:
         self.spool = Spool(settings.resolved_spool_dir(), self.run)
         self.pushes = PushFusion(self.run, self.spool)
         self.sweeps = SweepPositions()
+        self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval)
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
 

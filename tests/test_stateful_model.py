@@ -60,7 +60,7 @@ def build_machine(url: str) -> type[RuleBasedStateMachine]:
 
         @initialize()
         def configure(self) -> None:
-            options = {"leaseTime": LEASE_SECONDS, "retryLimit": RETRY_LIMIT, "dedupWindowSeconds": 0,
+            options = {"leaseTime": LEASE_SECONDS, "retryLimit": RETRY_LIMIT, "dedupWindowSeconds": 0, "retryDelay": 0,
                        "deadLetterQueue": True, "dlqAfterMaxRetries": True}
             self.check(self.client.post("/api/v1/configure", json={"queue": self.queue, "options": options}), 200)
 

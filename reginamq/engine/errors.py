@@ -14,3 +14,15 @@ class BadRequest(Exception):
 
 class Unavailable(Exception):
     """The database cannot be reached: a 503 that a retry may fix."""
+
+
+class QueueFull(BadRequest):
+    """A push would take queues past their maxSize: nothing of it was written.
+
+    ``full`` is what the database reported per queue (queue, maxSize, size, incoming); the
+    per-item detail is added by whoever knows the request's items."""
+
+    def __init__(self, full: list[dict]):
+        names = ", ".join(f"{entry['queue']} ({entry['size']} of {entry['maxSize']})" for entry in full)
+        super().__init__(f"queue full, nothing was written: {names}", status=409, extra={"code": "queue_full"})
+        self.full = full

@@ -17,7 +17,7 @@ import asyncio
 from collections import deque
 
 from reginamq.engine import push
-from reginamq.engine.errors import Unavailable
+from reginamq.engine.errors import QueueFull, Unavailable
 from reginamq.engine.spool import Spool
 
 MAX_ITEMS_PER_FLUSH = 5_000
@@ -40,7 +40,10 @@ class PushFusion:
         if self._in_flight < MAX_FLUSHES_IN_FLIGHT:
             self._in_flight += 1
             asyncio.get_running_loop().create_task(self._flush_while_pending())
-        return await future
+        try:
+            return await future
+        except QueueFull as error:
+            raise push.refusal(prepared, error) from None
 
     async def _flush_while_pending(self) -> None:
         try:
@@ -90,6 +93,14 @@ class PushFusion:
                         future.set_result(self._spool.append(prepared))
                     except Exception as failure:  # the spool too could not keep it: not acknowledged
                         future.set_exception(failure)
+            return
+        except QueueFull as full:
+            if len(batch) > 1:
+                # One request's full queue must not refuse the others it was fused with.
+                for request in batch:
+                    await self._flush([request])
+            elif not batch[0][1].done():
+                batch[0][1].set_exception(full)
             return
         except BaseException as error:
             for _, future in batch:

@@ -12,6 +12,7 @@ from typing import Any
 from reginamq.engine.errors import BadRequest
 
 MAX_SECONDS = 10 * 365 * 24 * 3600
+MAX_POP_WAIT_MS = 60_000  # minPopWaitTime is in milliseconds, and a fill wait is short
 INT_LIMIT = 2**31 - 1
 
 # name -> (default, kind, minimum, maximum)
@@ -22,7 +23,7 @@ _SPEC: dict[str, tuple[Any, type, int, int]] = {
     "dlqAfterMaxRetries": (True, bool, 0, 0),
     "delayedProcessing": (0, int, 0, MAX_SECONDS),
     "windowBuffer": (0, int, 0, MAX_SECONDS),
-    "minPopWaitTime": (0, int, 0, MAX_SECONDS),
+    "minPopWaitTime": (0, int, 0, MAX_POP_WAIT_MS),
     "retentionEnabled": (False, bool, 0, 0),
     "retentionSeconds": (0, int, 0, MAX_SECONDS),
     "completedRetentionSeconds": (0, int, 0, MAX_SECONDS),

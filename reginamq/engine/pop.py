@@ -21,6 +21,8 @@ POP_SQL = (
     "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_next "
     "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 )
+READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
+FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
 
@@ -63,19 +65,56 @@ class SweepPositions(dict):
         self[key] = (position, 0.0 if found else time.monotonic() + SWEEP_PAUSE)
 
 
+class FillWaits:
+    """Per process: the queues whose minPopWaitTime is set, re-read every few seconds, so a
+    pop of any other queue pays nothing for the option (not even a lookup query)."""
+
+    REFRESH_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._millis: dict[str, int] = {}
+        self._read_at = -self.REFRESH_SECONDS
+
+    async def seconds(self, run, request: PopRequest) -> float:
+        """The fill wait for this pop: only a long poll of one queue with a batch above 1."""
+        if not request.wait or request.batch <= 1 or request.queue is None:
+            return 0.0
+        if time.monotonic() - self._read_at >= self.REFRESH_SECONDS:
+            rows = await run(lambda conn: conn.fetch(FILL_WAITS_SQL))
+            self._millis = {row[0]: row[1] for row in rows}
+            self._read_at = time.monotonic()
+        return self._millis.get(request.queue, 0) / 1000
+
+
 async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions,
-              client_gone: asyncio.Future | None = None) -> bytes | None:
+              client_gone: asyncio.Future | None = None, fill_waits: FillWaits | None = None) -> bytes | None:
     """Deliver messages or, once the wait is over, ``None`` (an empty pop).
 
     ``run(call)`` executes a database call with the broker's retry and error mapping.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.
+    With the queue's minPopWaitTime, a long poll that finds fewer messages than its batch
+    waits (up to that long, counted from the first message it saw) for the batch to fill,
+    so that one pop and one commit carry more messages.
     """
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
+    fill_wait = 0.0 if fill_waits is None else await fill_waits.seconds(run, request)
+    fill_until = None
     while True:
         parked = waiters.park(request.queue) if request.wait else None
         try:
+            if fill_wait and (fill_until is None or time.monotonic() < fill_until):
+                ready = await run(lambda conn: conn.fetchval(
+                    READY_SQL, request.queue, request.partition, request.group, request.partitions, request.batch))
+                if 0 < ready < request.batch:
+                    fill_until = fill_until or time.monotonic() + fill_wait
+                    until = min(fill_until, deadline) - time.monotonic()
+                    if until > 0 and not waiters.closing:
+                        await _wait_for(parked, client_gone, until)
+                        if waiters.closing or (client_gone is not None and client_gone.done()):
+                            return None
+                        continue
             lease_id = str(uuid.uuid4())
             key = SweepPositions.key(request)
             sweep_from, may_sweep = sweeps.position(key)
@@ -90,16 +129,20 @@ async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return None
-            watched = {parked} if client_gone is None else {parked, client_gone}
-            done, _ = await asyncio.wait(watched, timeout=min(recheck, remaining),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if not done:
+            if not await _wait_for(parked, client_gone, min(recheck, remaining)):
                 recheck = min(recheck * 2, LAST_RECHECK)
             if waiters.closing or (client_gone is not None and client_gone.done()):
                 return None
         finally:
             if parked is not None:
                 waiters.unpark(request.queue, parked)
+
+
+async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float) -> bool:
+    """Wait for a wake-up (or the client hanging up) at most ``seconds``; True if one came."""
+    watched = {parked} if client_gone is None else {parked, client_gone}
+    done, _ = await asyncio.wait(watched, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    return bool(done)
 
 
 def _took_all_it_could(rows, request: PopRequest) -> bool:

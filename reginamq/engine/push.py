@@ -7,18 +7,20 @@ The payload is never decoded: msgspec hands us its raw JSON bytes.
 
 from __future__ import annotations
 
+import asyncpg
 import msgspec
 import orjson
 import uuid_utils
 
 from reginamq.engine import options as queue_options
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_name, check_queue_name
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6::jsonb)"
+PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6::jsonb, $7)"
+QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
 
 
 class PushItem(msgspec.Struct, forbid_unknown_fields=False):
@@ -91,13 +93,36 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
     return prepared
 
 
-async def execute(conn, prepared: PreparedPush) -> dict[int, str]:
-    """Run rq_push on ``conn``; returns {column index: original message id} for duplicates."""
+async def execute(conn, prepared: PreparedPush, enforce_max_size: bool = True) -> dict[int, str]:
+    """Run rq_push on ``conn``; returns {column index: original message id} for duplicates.
+
+    ``enforce_max_size`` is off only for the spool's replay: those messages were already
+    acknowledged to their producers, so a queue that filled up meanwhile cannot refuse them."""
     if not prepared.queues:
         return {}
-    rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
-                            prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS)
+    try:
+        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
+    except asyncpg.PostgresError as error:
+        if error.sqlstate == QUEUE_FULL:
+            raise QueueFull(orjson.loads(error.detail)) from None
+        raise
     return {row[0]: row[1] for row in rows}
+
+
+def refusal(prepared: PreparedPush, error: QueueFull) -> QueueFull:
+    """The queue-full error with the answer per request item: which were refused and why,
+    and that the others were not written either (a push is all or nothing)."""
+    full = {entry["queue"]: entry for entry in error.full}
+    items = []
+    for index, (_column, txid, queue) in enumerate(prepared.slots):
+        entry = full.get(queue)
+        items.append({"index": index, "transaction_id": txid, "queueName": queue,
+                      "status": "rejected" if entry else "not_written",
+                      "error": (f"queue {queue} is full: {entry['size']} unconsumed of maxSize {entry['maxSize']}"
+                                if entry else "not written: another item of this push was refused")})
+    error.extra = {**error.extra, "queues": error.full, "items": items}
+    return error
 
 
 def answer(prepared: PreparedPush, duplicates: dict[int, str]) -> list[dict]:

@@ -128,7 +128,8 @@ class Spool:
                 return True
             try:
                 for end, prepared in self._records(self._replayed()):
-                    await self._run(lambda conn, prepared=prepared: push.execute(conn, prepared))
+                    await self._run(lambda conn, prepared=prepared:
+                                    push.execute(conn, prepared, enforce_max_size=False))
                     self.buffered = max(0, self.buffered - len(prepared.queues))
                     self._mark_replayed(end)
             except Unavailable:

@@ -44,7 +44,8 @@ def _queue(row) -> dict:
     return {
         "queue": row["queue_name"], "namespace": row["namespace"], "task": row["task"],
         "partitions": row["partitions"],
-        "totals": {key: row[column] for key, column in _COLUMNS.items()},
+        # expired: skipped at delivery for outliving the ttl, summed over the queue's readers
+        "totals": {**{key: row[column] for key, column in _COLUMNS.items()}, "expired": row["expired"]},
         "depth": row["depth"], "lag": row["lag"], "dlqDepth": row["dlq_depth"],
         "refreshedAt": stamp(row["refreshed_at"]),
     }

@@ -13,7 +13,7 @@ import msgspec
 
 from reginamq.engine import ack as acks
 from reginamq.engine import push as pushes
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_uuid
 
 LIVE_LEASES_SQL = (
@@ -88,7 +88,10 @@ async def execute(conn, prepared) -> dict:
             refused = next((r for r in ack_results if not r["success"]), None)
             if refused is not None:
                 raise Rollback("ack_rejected", refused["error"] or "acknowledgment rejected")
-            push_results = await pushes.write(conn, push_batch)
+            try:
+                push_results = await pushes.write(conn, push_batch)
+            except QueueFull as full:
+                raise Rollback("queue_full", str(full)) from None
             duplicate = next((r for r in push_results if r["status"] == "duplicate"), None)
             if duplicate is not None:
                 raise Rollback("duplicate", f"transactionId {duplicate['transaction_id']} was already "

@@ -68,7 +68,8 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
     if pop_request.wait and request.wait_disconnect is not None:
         client_gone = asyncio.ensure_future(request.wait_disconnect())
     try:
-        body = await pops.pop(broker.waiters, pop_request, broker.run, broker.sweeps, client_gone)
+        body = await pops.pop(broker.waiters, pop_request, broker.run, broker.sweeps, client_gone,
+                               broker.fill_waits)
     finally:
         if client_gone is not None:
             client_gone.cancel()

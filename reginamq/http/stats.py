@@ -113,7 +113,9 @@ class _Snapshot:
                         ("popped", "popped", "Messages delivered for the first time"),
                         ("acked", "acked", "Messages consumed (acknowledged, dead-lettered or dropped)"),
                         ("failed", "failed", "Failed deliveries charged to the retry budget"),
-                        ("deadLettered", "dead_lettered", "Messages moved to the dead-letter queue"))}
+                        ("deadLettered", "dead_lettered", "Messages moved to the dead-letter queue"),
+                        ("expired", "expired", "Messages not delivered because they outlived the queue's ttl, "
+                                               "counted once per reader"))}
         depth = GaugeMetricFamily("reginamq_queue_depth", "Messages the queue-mode reader has not consumed",
                                   labels=["queue"])
         lag = GaugeMetricFamily("reginamq_queue_lag", "Largest backlog of a consumer group, in messages",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+import pytest
+
 from tests.conformance.helpers import create_queue, pop_now
 
 
@@ -90,3 +93,23 @@ async def test_push_after_delete_starts_a_fresh_queue(queen, queue):
     messages = await pop_now(queen, queue)
 
     assert [m["data"] for m in messages] == [{"new": True}]
+
+
+async def test_push_into_a_full_queue_raises_and_writes_nothing(queen, queue):
+    await create_queue(queen, queue, max_size=2)
+    await queen.queue(queue).push([{"data": 1}, {"data": 2}])
+
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await queen.queue(queue).push({"data": 3})
+
+    assert refused.value.response.status_code == 409
+    assert refused.value.response.json()["code"] == "queue_full"
+    assert [m["data"] for m in await pop_now(queen, queue)] == [1, 2]
+
+
+async def test_ttl_drops_what_waited_too_long(queen, queue):
+    await queen.queue(queue).config({"ttl": 1}).create()
+    await queen.queue(queue).push({"data": "stale"})
+    await asyncio.sleep(1.3)
+    await queen.queue(queue).push({"data": "fresh"})
+    assert [m["data"] for m in await pop_now(queen, queue)] == ["fresh"]

@@ -22,7 +22,7 @@ async def _dead_letter_one(queen, queue, group=None, error="poison"):
 
 
 async def test_retry_exhaustion_dead_letters_with_the_error(queen, queue, db):
-    await create_queue(queen, queue, lease_time=30, retry_limit=1)
+    await create_queue(queen, queue, lease_time=30, retry_limit=1, retry_delay=0)
     [pushed] = await queen.queue(queue).push({"data": "doomed"})
 
     attempts = []

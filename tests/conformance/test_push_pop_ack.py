@@ -261,22 +261,27 @@ async def test_ack_releases_the_lease_for_the_next_batch(queen, queue):
     assert [m["data"] for m in nxt] == [2, 3]
 
 
-async def test_ack_false_redelivers_and_reports_success(queen, queue):
+async def test_ack_false_redelivers_after_the_default_retry_delay(queen, queue):
+    """The default retryDelay (1000 ms) is enforced: a failed message is not visible at once,
+    and a client's ordinary long-polling pop receives it again once the delay is over."""
     await create_queue(queen, queue, lease_time=30, retry_limit=3)
     await queen.queue(queue).push({"data": "x"})
     [message] = await pop_now(queen, queue)
 
     result = await queen.ack(message, False, {"error": "boom"})
+    failed_at = time.monotonic()
 
     assert result["success"] is True
     assert not result.get("error")
-    [again] = await pop_now(queen, queue)
+    assert await pop_now(queen, queue) == []
+    [again] = await queen.queue(queue).pop()  # the client's default: a long poll
+    assert time.monotonic() - failed_at >= 0.9
     assert again["transactionId"] == message["transactionId"]
     assert again["deliveryAttempt"] == 2
 
 
 async def test_ack_retry_redelivers_without_charging_the_budget(queen, queue, db):
-    await create_queue(queen, queue, lease_time=30, retry_limit=1)
+    await create_queue(queen, queue, lease_time=30, retry_limit=1, retry_delay=0)
     await queen.queue(queue).push({"data": "r"})
 
     attempts = []
@@ -346,7 +351,7 @@ async def test_batch_ack_in_queue_mode_sends_null_group(queen, queue):
 
 
 async def test_batch_ack_failed_redelivers_the_batch(queen, queue, group):
-    await create_queue(queen, queue, lease_time=30, retry_limit=3)
+    await create_queue(queen, queue, lease_time=30, retry_limit=3, retry_delay=0)
     await queen.queue(queue).push([{"data": i} for i in range(3)])
     messages = await pop_now(queen, queue, group=group)
 
@@ -359,7 +364,7 @@ async def test_batch_ack_failed_redelivers_the_batch(queen, queue, group):
 
 
 async def test_batch_ack_with_individual_statuses(queen, queue):
-    await create_queue(queen, queue, lease_time=30, retry_limit=3)
+    await create_queue(queen, queue, lease_time=30, retry_limit=3, retry_delay=0)
     await queen.queue(queue).push([{"data": i} for i in range(3)])
     messages = await pop_now(queen, queue)
     messages[0]["_status"] = True

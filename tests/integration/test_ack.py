@@ -84,6 +84,7 @@ async def test_completed_synonyms(http, queue, status):
 
 @pytest.mark.parametrize("status", ["Completed", "COMPLETED", "OK", "failed", "nack", "whatever"])
 async def test_other_statuses_count_as_failed(http, queue, status):
+    await configure(http, queue, {"retryDelay": 0})
     await push(http, queue, "m")
     [message] = await pop_messages(http, queue)
     result = await ack(http, message, status)
@@ -129,6 +130,7 @@ async def test_completing_later_offset_completes_earlier_silent_ones(http, queue
 
 
 async def test_retry_redelivers_from_lowest_retried(http, queue):
+    await configure(http, queue, {"retryDelay": 0})
     await push(http, queue, "a", "b", "c", "d")
     messages = await pop_messages(http, queue)
     results = await ack_batch(http, messages, ["completed", "retry", "completed", "retry"])
@@ -140,7 +142,7 @@ async def test_retry_redelivers_from_lowest_retried(http, queue):
 
 
 async def test_retry_does_not_charge_the_retry_budget(http, queue, db):
-    await configure(http, queue, {"retryLimit": 1})
+    await configure(http, queue, {"retryLimit": 1, "retryDelay": 0})
     await push(http, queue, "m")
     for attempt in (1, 2, 3):
         [message] = await pop_messages(http, queue)
@@ -160,7 +162,7 @@ async def test_retry_does_not_charge_the_retry_budget(http, queue, db):
 
 
 async def test_failed_charges_budget_then_dead_letters(http, queue, db):
-    await configure(http, queue, {"retryLimit": 2})
+    await configure(http, queue, {"retryLimit": 2, "retryDelay": 0})
     await push(http, queue, "poison", "after", txids=["poison", "after"])
     for attempt in (1, 2, 3):
         [message] = await pop_messages(http, queue, batch=1)
@@ -182,7 +184,7 @@ async def test_failed_charges_budget_then_dead_letters(http, queue, db):
 
 
 async def test_failed_whole_batch_is_charged_once_per_delivery(http, queue, db):
-    await configure(http, queue, {"retryLimit": 1})
+    await configure(http, queue, {"retryLimit": 1, "retryDelay": 0})
     await push(http, queue, "a", "b")
     messages = await pop_messages(http, queue)
     results = await ack_batch(http, messages, "failed")
@@ -254,6 +256,7 @@ async def test_wrong_lease_is_refused_and_changes_nothing(http, queue):
 
 
 async def test_stale_lease_from_earlier_delivery_is_refused(http, queue):
+    await configure(http, queue, {"retryDelay": 0})
     await push(http, queue, "m")
     [first] = await pop_messages(http, queue)
     assert (await ack(http, first, "retry"))["leaseReleased"] is True

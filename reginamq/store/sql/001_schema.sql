@@ -19,6 +19,18 @@ CREATE TABLE IF NOT EXISTS rq_queues (
     updated_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS rq_queues_namespace_task ON rq_queues (namespace, task);
+-- Options that go beyond Queen (it stores them without enforcing them): ttl (seconds; older
+-- messages are skipped at delivery and counted as expired), maxSize (messages a queue may hold
+-- unconsumed; pushes beyond it are refused whole), retryDelay (milliseconds a released failed
+-- span stays invisible), minPopWaitTime (milliseconds a long poll may hold an under-full batch).
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS ttl_seconds int
+    GENERATED ALWAYS AS ((options->>'ttl')::int) STORED;
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS max_size int
+    GENERATED ALWAYS AS ((options->>'maxSize')::int) STORED;
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS retry_delay_ms bigint
+    GENERATED ALWAYS AS ((options->>'retryDelay')::bigint) STORED;
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS min_pop_wait_ms int
+    GENERATED ALWAYS AS ((options->>'minPopWaitTime')::int) STORED;
 
 -- The partition row is also the per-partition write lock and offset allocator.
 CREATE TABLE IF NOT EXISTS rq_partitions (
@@ -105,3 +117,12 @@ CREATE TABLE IF NOT EXISTS rq_dlq (
     failed_at       timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS rq_dlq_queue ON rq_dlq (queue_id, failed_at);
+
+-- Messages a reader skipped at delivery because they outlived the queue's ttl, per
+-- (queue, reader). Written only when something expires, so it costs nothing otherwise.
+CREATE TABLE IF NOT EXISTS rq_expired (
+    queue_id        bigint NOT NULL,
+    consumer_group  text NOT NULL,
+    expired         bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, consumer_group)
+);

@@ -9,7 +9,8 @@ CREATE OR REPLACE FUNCTION rq_push(
     p_txid       text[],
     p_msg_id     uuid[],
     p_payload    bytea[],
-    p_new_queue_options jsonb
+    p_new_queue_options jsonb,
+    p_enforce_max_size bool
 ) RETURNS TABLE (item int, original_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -17,6 +18,8 @@ DECLARE
     v_pids    uuid[];
     v_windows int[];
     v_fresh   bool[];
+    v_locked  bigint;
+    v_full    jsonb;
 BEGIN
     -- Provision what the push names, only when an existence check misses.
     INSERT INTO rq_queues (name, namespace, task, options)
@@ -42,8 +45,15 @@ BEGIN
     JOIN rq_queues q ON q.name = t.qname
     JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.pname;
 
-    -- The write lock, in the global order.
-    PERFORM 1 FROM rq_partitions WHERE id = ANY (v_pids) ORDER BY id FOR UPDATE;
+    -- The write lock, in the global order. A partition the idle cleanup deleted after the
+    -- lookups above (rq_retention_step, 007_maintenance.sql) is missing here: the call is
+    -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
+    SELECT count(*) INTO v_locked FROM (
+        SELECT 1 FROM rq_partitions WHERE id = ANY (v_pids) ORDER BY id FOR UPDATE) l;
+    IF cardinality(v_pids) IS DISTINCT FROM cardinality(p_queue)
+       OR v_locked < (SELECT count(DISTINCT u) FROM unnest(v_pids) u) THEN
+        RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
+    END IF;
     v_now := clock_timestamp();  -- after the lock: monotone per partition
 
     -- Deduplication inside each queue's window: a live key stays, an expired key is taken over.
@@ -65,6 +75,34 @@ BEGIN
         FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
     ELSE
         v_fresh := array_fill(true, ARRAY[cardinality(p_queue)]);
+    END IF;
+
+    -- maxSize: a queue holds at most that many unconsumed messages. Pushes to such a queue
+    -- are serialised (an advisory lock per queue, taken in id order after every partition
+    -- lock, so no cycle), and a push that would go past the limit is refused whole: the
+    -- exception rolls back everything this call (or its transaction bundle) wrote.
+    -- Unconsumed: beyond the slowest cursor of the partition (or its log start without one).
+    IF p_enforce_max_size AND EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.max_size > 0) THEN
+        PERFORM pg_advisory_xact_lock(1366, q.id::int)
+        FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.max_size > 0 ORDER BY q.id;
+        SELECT jsonb_agg(jsonb_build_object('queue', f.name, 'maxSize', f.max_size, 'size', f.size,
+                                            'incoming', f.incoming))
+        INTO v_full
+        FROM (
+            SELECT q.name, q.max_size, n.incoming,
+                   (SELECT coalesce(sum(p.last_offset - greatest(p.log_start - 1,
+                                        coalesce((SELECT min(c.committed) FROM rq_consumers c
+                                                  WHERE c.partition_id = p.id), p.log_start - 1))), 0)
+                    FROM rq_partitions p WHERE p.queue_id = q.id) AS size
+            FROM (SELECT t.qname, count(*) AS incoming FROM unnest(p_queue, v_fresh) AS t(qname, fresh)
+                  WHERE t.fresh GROUP BY t.qname) n
+            JOIN rq_queues q ON q.name = n.qname
+            WHERE q.max_size > 0
+        ) f
+        WHERE f.size + f.incoming > f.max_size;
+        IF v_full IS NOT NULL THEN
+            RAISE EXCEPTION 'queue full' USING ERRCODE = 'RQ409', DETAIL = v_full::text;
+        END IF;
     END IF;
 
     WITH items AS (

@@ -112,6 +112,7 @@ DECLARE
     v_sweep_next uuid := p_sweep_from;
     v_delivered bool := false;
     v_window   int;
+    v_live     bigint;
 BEGIN
     -- A named group registers its durable subscription on every queue it first reads.
     IF NOT v_queue_mode THEN
@@ -151,7 +152,7 @@ BEGIN
 
     FOR v_cand IN
         SELECT p.id, p.name, p.log_start, p.last_offset, q.name AS qname, q.id AS qid,
-               q.lease_time, q.delayed_processing
+               q.lease_time, q.delayed_processing, q.ttl_seconds
         FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
         JOIN rq_partitions p ON p.id = k.id
         JOIN rq_queues q ON q.id = p.queue_id
@@ -188,6 +189,30 @@ BEGIN
 
         v_from := greatest(v_cur.committed + 1, v_cand.log_start);
         SELECT p.last_offset INTO v_to FROM rq_partitions p WHERE p.id = v_cand.id;
+        -- ttl: messages older than it are never delivered. Segments are written in time order,
+        -- so the expired ones are a prefix of what is left: the cursor moves past them (this
+        -- cursor is locked and has no live lease) and they are counted as expired.
+        IF v_cand.ttl_seconds > 0 THEN
+            v_live := coalesce((SELECT s.base_offset FROM rq_segments s
+                                WHERE s.partition_id = v_cand.id
+                                  AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
+                                                                 WHERE s2.partition_id = v_cand.id
+                                                                   AND s2.base_offset <= v_from
+                                                                 ORDER BY s2.base_offset DESC LIMIT 1), v_from)
+                                  AND s.created_at >= now() - make_interval(secs => v_cand.ttl_seconds)
+                                ORDER BY s.base_offset LIMIT 1), v_to + 1);
+            IF v_live > v_from THEN
+                INSERT INTO rq_expired AS e (queue_id, consumer_group, expired)
+                SELECT v_cand.qid, p_group, (v_live - v_from) - count(*)
+                FROM rq_deleted d WHERE d.partition_id = v_cand.id
+                  AND d.message_offset >= v_from AND d.message_offset < v_live
+                ON CONFLICT (queue_id, consumer_group) DO UPDATE SET expired = e.expired + EXCLUDED.expired;
+                UPDATE rq_consumers c SET committed = v_live - 1, retry_count = 0
+                WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
+                v_cur.committed := v_live - 1;
+                v_from := v_live;
+            END IF;
+        END IF;
         v_to := least(v_to, v_from + v_budget - 1);
         IF v_cand.delayed_processing > 0 THEN
             SELECT max(s.end_offset) INTO v_visible FROM rq_segments s
@@ -258,4 +283,29 @@ BEGIN
                             NULL::bytea[], v_sweep_next;
     END IF;
 END;
+$$;
+
+-- minPopWaitTime: how many messages a pop of this group could take now (from at most
+-- p_partitions partitions of the queue, or the one named), counted up to p_batch. The long
+-- poll holds an under-full batch while this stays below the batch size (see pop.py).
+CREATE OR REPLACE FUNCTION rq_pop_ready(p_queue text, p_partition text, p_group text,
+                                        p_partitions int, p_batch int)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    WITH queue AS (SELECT q.id FROM rq_queues q WHERE q.name = p_queue),
+    candidates AS (
+        SELECT p.id FROM queue JOIN rq_partitions p ON p.queue_id = queue.id AND p.name = p_partition
+        WHERE p_partition IS NOT NULL
+        UNION ALL
+        SELECT unnest(rq_pop_candidates(ARRAY(SELECT id FROM queue), p_group, greatest(64, p_partitions * 4)))
+        WHERE p_partition IS NULL
+    )
+    SELECT least(coalesce(sum(ready), 0), p_batch) FROM (
+        SELECT p.last_offset - greatest(p.log_start - 1, coalesce(c.committed, p.log_start - 1)) AS ready
+        FROM candidates k
+        JOIN rq_partitions p ON p.id = k.id
+        LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
+        WHERE c.partition_id IS NULL OR c.span_end IS NULL OR c.lease_expires_at <= now()
+        ORDER BY ready DESC
+        LIMIT p_partitions
+    ) best
 $$;

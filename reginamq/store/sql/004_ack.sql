@@ -53,7 +53,7 @@ BEGIN
                 WHERE t.pid = v_key.pid AND t.grp = v_key.grp);
             CONTINUE;
         END IF;
-        SELECT q.id, q.retry_limit, q.dlq_enabled INTO v_queue
+        SELECT q.id, q.retry_limit, q.dlq_enabled, coalesce(q.retry_delay_ms, 0) AS retry_delay_ms INTO v_queue
         FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = v_key.pid;
 
         v_live := v_cur.span_end IS NOT NULL AND v_cur.lease_expires_at > now();
@@ -144,20 +144,22 @@ BEGIN
             OR v_cur.acked_count >= v_cur.span_end - v_cur.span_start + 1);
 
         IF v_released THEN
-            -- A span released below its end (a retry or a failure) is left as an expired
-            -- lease: the next pop of the group finds it through the expiring-lease index,
-            -- however long ago the partition was written.
+            -- A span released below its end (a retry or a failure) is left as a lease that
+            -- expires after the queue's retryDelay: the next pop of the group finds it through
+            -- the expiring-lease index once the delay is over, however long ago the partition
+            -- was written.
             UPDATE rq_consumers c
             SET committed = v_committed,
                 span_start = CASE WHEN v_stop IS NULL THEN NULL ELSE c.span_start END,
                 span_end = CASE WHEN v_stop IS NULL THEN NULL ELSE c.span_end END,
                 lease_id = NULL,
-                lease_expires_at = CASE WHEN v_stop IS NULL THEN NULL ELSE now() END,
+                lease_expires_at = CASE WHEN v_stop IS NULL THEN NULL
+                                        ELSE now() + v_queue.retry_delay_ms * interval '1 millisecond' END,
                 acked_count = 0, stop_at = NULL,
                 retry_count = CASE WHEN v_stop IS NULL THEN 0 ELSE v_cur.retry_count END,
                 retry_charged = false
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
-            IF v_committed < v_upper OR v_stop IS NOT NULL THEN
+            IF (v_stop IS NULL AND v_committed < v_upper) OR (v_stop IS NOT NULL AND v_queue.retry_delay_ms = 0) THEN
                 -- something is deliverable again at once: wake parked pops
                 PERFORM pg_notify('rq_push', q.name) FROM rq_queues q WHERE q.id = v_queue.id;
             END IF;

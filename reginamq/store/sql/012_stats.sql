@@ -227,11 +227,12 @@ $$;
 CREATE OR REPLACE FUNCTION rq_stats_queues(p_queue text)
 RETURNS TABLE (queue_name text, namespace text, task text, partitions bigint, pushed bigint, popped bigint,
                acked bigint, failed bigint, dead_lettered bigint, depth bigint, lag bigint, dlq_depth bigint,
-               refreshed_at timestamptz, created_at timestamptz)
+               refreshed_at timestamptz, created_at timestamptz, expired bigint)
 LANGUAGE sql STABLE AS $$
     SELECT q.name, q.namespace, q.task, coalesce(t.partitions, 0), coalesce(t.pushed, 0), coalesce(t.popped, 0),
            coalesce(t.acked, 0), coalesce(t.failed, 0), coalesce(t.dead_lettered, 0), coalesce(t.depth, 0),
-           coalesce(t.lag, 0), coalesce(t.dlq_depth, 0), t.refreshed_at, q.created_at
+           coalesce(t.lag, 0), coalesce(t.dlq_depth, 0), t.refreshed_at, q.created_at,
+           coalesce((SELECT sum(e.expired) FROM rq_expired e WHERE e.queue_id = q.id), 0)::bigint
     FROM rq_queues q
     LEFT JOIN rq_stats_totals t ON t.queue_id = q.id
     WHERE p_queue IS NULL OR q.name = p_queue
