@@ -46,6 +46,11 @@ def main() -> None:
               help="Where a new named consumer group starts reading [default: all].")
 @click.option("--maintenance-interval", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds between retention rounds [default: 5].")
+@click.option("--retention-parallelism", type=click.IntRange(1, 16), default=None,
+              help="Retention workers of the elected process, each over its own partitions [default: 1].")
+@click.option("--partition-idle-days", type=click.FloatRange(0, 36_500), default=None,
+              help="Delete partitions empty and unwritten for this many days (fractions allowed; "
+                   "0 = never) [default: 7].")
 @click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
               help="Where pushes wait (fsynced) while the database is unreachable "
                    "[default: the user data dir, one folder per database].")

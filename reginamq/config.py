@@ -37,6 +37,8 @@ class Settings:
     log_level: str = "info"
     default_subscription_mode: str = "all"
     maintenance_interval: float = 5.0
+    retention_parallelism: int = 1
+    partition_idle_days: float = 7.0
     spool_dir: Path | None = None
     # Access control (docs/security.md): "none" or "jwt", and where the verification keys come from.
     auth: str = "none"
@@ -61,6 +63,8 @@ class Settings:
         "log_level": "REGINAMQ_LOG_LEVEL",
         "default_subscription_mode": "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE",
         "maintenance_interval": "REGINAMQ_MAINTENANCE_INTERVAL",
+        "retention_parallelism": "REGINAMQ_RETENTION_PARALLELISM",
+        "partition_idle_days": "REGINAMQ_PARTITION_IDLE_DAYS",
         "spool_dir": "REGINAMQ_SPOOL_DIR",
         "auth": "REGINAMQ_AUTH",
         "auth_secret": "REGINAMQ_AUTH_SECRET",
@@ -134,6 +138,10 @@ class Settings:
 
 
 def _coerce(name: str, raw: str) -> object:
+    if name == "retention_parallelism":
+        return _in_range(name, int(raw), 1, 16)
+    if name == "partition_idle_days":
+        return _in_range(name, float(raw), 0, 36_500)
     if name in ("port", "workers", "pool_size", "max_body_bytes"):
         return int(raw)
     if name in ("maintenance_interval", "auth_leeway"):
@@ -141,6 +149,12 @@ def _coerce(name: str, raw: str) -> object:
     if name in ("data_dir", "spool_dir", "auth_secret_file", "auth_public_key", "auth_jwks", "tls_cert", "tls_key"):
         return Path(raw)
     return raw
+
+
+def _in_range(name: str, value, low, high):
+    if not low <= value <= high:
+        raise ValueError(f"{Settings._ENV[name]} must be between {low} and {high}, not {value}")
+    return value
 
 
 def _without_password(url: str) -> str:

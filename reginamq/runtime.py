@@ -53,14 +53,16 @@ class Broker:
         self.pushes = PushFusion(self.run, self.spool)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
-        self.retention = RetentionLoop(self.run, settings.maintenance_interval)
+        self.retention = RetentionLoop(self.run, settings.maintenance_interval,
+                                       settings.retention_parallelism, settings.partition_idle_days)
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
 
     async def start(self) -> None:
         dsn = self.settings.database_url
         if not dsn:
             raise RuntimeError("no database URL: start through `reginamq serve`")
-        self.pool = await create_pool(dsn, self.settings.pool_size)
+        # Parallel retention workers of the elected process take connections of their own.
+        self.pool = await create_pool(dsn, self.settings.pool_size + self.settings.retention_parallelism - 1)
         self.spool.start()
         await self.waiters.listen(dsn)
         self.retention.start()

@@ -24,6 +24,7 @@ QUEUES_SQL = "SELECT * FROM rq_stats_queues($1)"
 SERIES_SQL = "SELECT * FROM rq_stats_series($1, $2, $3, $4)"
 GROUPS_SQL = "SELECT * FROM rq_stats_groups_of($1)"
 STATE_SQL = "SELECT refreshed_at FROM rq_stats_state WHERE id = 1"
+RETENTION_SQL = "SELECT * FROM rq_retention_totals_of()"
 OPTIONS_SQL = "SELECT options FROM rq_queues WHERE name = $1"
 COUNTERS = ("pushed", "popped", "acked", "failed", "deadLettered")
 _COLUMNS = {"pushed": "pushed", "popped": "popped", "acked": "acked", "failed": "failed",
@@ -148,5 +149,8 @@ async def snapshot(conn) -> dict:
         "queues": [_queue(r) for r in await conn.fetch(QUEUES_SQL, None)],
         "groups": [{"queue": g["queue_name"], "consumerGroup": g["consumer_group"], "backlog": g["backlog"],
                     "partitionsBehind": g["partitions_behind"]} for g in await conn.fetch(GROUPS_SQL, None)],
+        "retention": [{"queue": r["queue_name"], "deletedSegments": r["segments"], "deletedMessages": r["messages"],
+                       "evictedMessages": r["evicted"], "deletedPartitions": r["partitions"]}
+                      for r in await conn.fetch(RETENTION_SQL)],
         "statsRefreshedAt": stamp(await conn.fetchval(STATE_SQL)),
     }

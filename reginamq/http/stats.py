@@ -135,12 +135,27 @@ class _Snapshot:
             group_lag.add_metric([g["queue"], g["consumerGroup"]], g["backlog"])
         yield from counters.values()
         yield from (depth, lag, dlq, partitions, group_lag)
+        yield from self._retention()
         pid = str(os.getpid())
         for key, help_text in (("size", "Open database connections"), ("idle", "Idle database connections"),
                                ("max", "Maximum database connections")):
             family = GaugeMetricFamily(f"reginamq_db_pool_{key}", f"{help_text} of this process",
                                        labels=["pid"])
             family.add_metric([pid], self._pool[key])
+            yield family
+
+    def _retention(self):
+        """What retention deleted. ``evicted`` counts the messages some reader had not consumed
+        (dropped by retentionSeconds or maxWaitTimeSeconds): the only trace of them."""
+        for key, name, help_text in (
+                ("deletedMessages", "deleted_messages", "Messages deleted by retention"),
+                ("evictedMessages", "evicted_messages",
+                 "Messages retention deleted before every reader had consumed them"),
+                ("deletedSegments", "deleted_segments", "Segments deleted by retention"),
+                ("deletedPartitions", "deleted_partitions", "Empty idle partitions deleted")):
+            family = CounterMetricFamily(f"reginamq_retention_{name}", help_text, labels=["queue"])
+            for entry in self._snapshot["retention"]:
+                family.add_metric([entry["queue"]], entry[key])
             yield family
 
 

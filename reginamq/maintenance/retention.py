@@ -1,39 +1,81 @@
 """The retention loop: keeps the database from growing.
 
-Every ``interval`` seconds each broker process asks for the maintenance lease; the holder
-deletes, in bounded steps, the segments no reader needs any more (``rq_retention_step``) and
-the deduplication keys whose window has passed (``rq_dedup_purge_step``). Bounded steps keep
-each transaction short, so pushes and pops never queue behind a long delete.
+Every ``interval`` seconds each broker process asks for the ``retention`` lease; the holder
+runs a round. A round starts ``parallelism`` workers at once, each over its own contiguous
+range of partition ids (ids are random UUIDs, so the ranges hold about the same number of
+partitions and never overlap: two workers never lock the same partition). A worker walks its
+range in bounded steps (``rq_retention_step``: a window of partitions, at most ``STEP_ROWS``
+segments deleted, one short transaction), deleting the segments no reader needs any more and,
+with ``idle_days`` > 0, the partitions that are empty and idle. Then the deduplication keys
+whose window has passed go (``rq_dedup_purge_step``). Bounded steps keep each transaction
+short, so pushes and pops never queue behind a long delete; a worker that runs out of round
+time resumes where it stopped in the next round.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import uuid
 
 from reginamq.maintenance import leader
 
 log = logging.getLogger("reginamq.retention")
 
 STEP_ROWS = 1_000
+WINDOW_PARTITIONS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
+STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5, $6)"
+DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
+TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
+COUNTERS = ("segments", "messages", "evicted", "partitions")
+
+
+def id_ranges(parallelism: int) -> list[tuple[uuid.UUID, uuid.UUID | None]]:
+    """Split the UUID space into ``parallelism`` contiguous ranges ``[start, end)`` (the last
+    open-ended). PostgreSQL orders uuids as 128-bit big-endian numbers, like ``UUID.int``."""
+    starts = [uuid.UUID(int=k * (1 << 128) // parallelism) for k in range(parallelism)]
+    return [(start, starts[k + 1] if k + 1 < parallelism else None) for k, start in enumerate(starts)]
 
 
 class RetentionLoop(leader.ElectedLoop):
     LEASE_NAME = "retention"
 
+    def __init__(self, run, interval: float, parallelism: int = 1, idle_days: float = 0.0):
+        super().__init__(run, interval)
+        self._ranges = id_ranges(parallelism)
+        self._positions = [start for start, _ in self._ranges]
+        self._idle_seconds = idle_days * 86_400
+
     async def round(self) -> dict[str, int]:
-        """Run the steps until there is nothing left to do or the round's time is up."""
+        """Run every worker until its range is done or the round's time is up, then the purges."""
         deadline = time.monotonic() + MAX_SECONDS_PER_ROUND
-        totals = {"segments": 0, "dedup_keys": 0}
-        for key, sql, limit in (("segments", "SELECT rq_retention_step($1)", STEP_ROWS),
-                                ("dedup_keys", "SELECT rq_dedup_purge_step($1)", DEDUP_STEP_ROWS)):
-            while time.monotonic() < deadline:
-                deleted = await self._run(lambda conn, sql=sql, limit=limit: conn.fetchval(sql, limit))
-                totals[key] += deleted
-                if deleted < limit:
-                    break
+        per_worker = await asyncio.gather(*(self._walk(worker, deadline) for worker in range(len(self._ranges))))
+        totals = {key: sum(counts[key] for counts in per_worker) for key in COUNTERS}
+        totals["dedup_keys"] = 0
+        while time.monotonic() < deadline:
+            deleted = await self._run(lambda conn: conn.fetchval(DEDUP_SQL, DEDUP_STEP_ROWS))
+            totals["dedup_keys"] += deleted
+            if deleted < DEDUP_STEP_ROWS:
+                break
+        await self._run(lambda conn: conn.fetchval(TOTALS_PURGE_SQL))
         if any(totals.values()):
             log.debug("retention round: %s", totals)
         return totals
+
+    async def _walk(self, worker: int, deadline: float) -> dict[str, int]:
+        """One worker: steps over its range from where it stopped last, once round at most."""
+        start, end = self._ranges[worker]
+        counts = dict.fromkeys(COUNTERS, 0)
+        while time.monotonic() < deadline:
+            row = await self._run(lambda conn: conn.fetchrow(
+                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, self._idle_seconds, worker))
+            for key in COUNTERS:
+                counts[key] += row[key]
+            if row["next_from"] is None:
+                self._positions[worker] = start
+                break
+            self._positions[worker] = row["next_from"]
+        return counts

@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from reginamq.config import DEFAULT_PORT, Settings
 
 
@@ -24,3 +26,14 @@ def test_settings_round_trip_through_the_environment():
 
 def test_queen_default_subscription_mode_is_honoured():
     assert Settings.from_env({"DEFAULT_SUBSCRIPTION_MODE": "new"}).default_subscription_mode == "new"
+
+
+def test_retention_settings_from_the_environment_with_their_ranges():
+    settings = Settings.from_env({"REGINAMQ_RETENTION_PARALLELISM": "4", "REGINAMQ_PARTITION_IDLE_DAYS": "0.5"})
+    assert (settings.retention_parallelism, settings.partition_idle_days) == (4, 0.5)
+    assert Settings.from_env(settings.to_env()) == settings
+    assert (Settings().retention_parallelism, Settings().partition_idle_days) == (1, 7.0)
+    for name, value in (("REGINAMQ_RETENTION_PARALLELISM", "17"), ("REGINAMQ_RETENTION_PARALLELISM", "0"),
+                        ("REGINAMQ_PARTITION_IDLE_DAYS", "-1")):
+        with pytest.raises(ValueError, match=name):
+            Settings.from_env({name: value})

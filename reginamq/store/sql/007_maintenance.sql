@@ -8,6 +8,24 @@ ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS retention_seconds int
                               THEN (options->>'retentionSeconds')::int ELSE 0 END) STORED;
 ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS completed_retention_seconds int
     GENERATED ALWAYS AS ((options->>'completedRetentionSeconds')::int) STORED;
+-- maxWaitTimeSeconds (Queen's message age eviction): older messages are deleted for every
+-- reader, consumed or not, leased or not, whether retentionEnabled is set or not.
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS max_wait_seconds int
+    GENERATED ALWAYS AS ((options->>'maxWaitTimeSeconds')::int) STORED;
+
+-- What retention deleted, per queue and per retention worker (a row per worker, so parallel
+-- workers never wait on each other's counter): segments, messages, the messages among them
+-- that some reader had not consumed (evicted by retentionSeconds or maxWaitTimeSeconds), and
+-- idle partitions deleted. Summed over workers for /metrics.
+CREATE TABLE IF NOT EXISTS rq_retention_totals (
+    queue_id    bigint NOT NULL,
+    worker      int NOT NULL,
+    segments    bigint NOT NULL DEFAULT 0,
+    messages    bigint NOT NULL DEFAULT 0,
+    evicted     bigint NOT NULL DEFAULT 0,
+    partitions  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, worker)
+);
 
 CREATE TABLE IF NOT EXISTS rq_leader_leases (
     name        text PRIMARY KEY,
@@ -29,52 +47,189 @@ RETURNS bool LANGUAGE sql AS $$
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
 
--- Delete whole segments no reader needs any more, oldest first per partition, at most
--- p_limit per call, and move each partition's log_start past them (never backwards).
--- A segment goes when it is older than the queue's retentionSeconds (consumed or not), or
--- when every consumer has committed past it and it is older than completedRetentionSeconds.
--- "Every consumer": every cursor of the partition, and no named group of the queue that
--- has no cursor there yet (it would still read the partition from its start).
-CREATE OR REPLACE FUNCTION rq_retention_step(p_limit int) RETURNS int
+-- One bounded step of one retention worker. A worker owns the partitions whose id lies in
+-- [p_from's range start, p_upper) (ids are random, so N contiguous ranges split the work
+-- evenly and never overlap); a step looks at the next p_window partitions of its range from
+-- p_from on, and returns where the next step starts (NULL: the range is done, start over).
+--
+-- Segments go oldest first per partition, at most p_limit per step, and log_start moves past
+-- them (never backwards). A segment goes when it is older than the queue's retentionSeconds
+-- (with retentionEnabled) or maxWaitTimeSeconds (consumed or not, leased or not), or when
+-- every reader has committed past it and it is older than completedRetentionSeconds. "Every
+-- reader": every cursor of the partition, and no named group of the queue that has no cursor
+-- there yet (it would still read the partition from its start). Each rule holds for a prefix
+-- of the partition (created_at is monotone per partition), so the scan stops at the first
+-- segment that stays.
+--
+-- With p_idle_seconds > 0, partitions of the window that are empty (no segment), have no
+-- live lease, no live deduplication key and no dead letter, and were not written for
+-- p_idle_seconds, are deleted with their cursors and deduplication rows. A partition a push
+-- holds is skipped (SKIP LOCKED); a push that resolved the partition before the delete finds
+-- it gone when it locks and is retried whole, creating it afresh (002_push.sql).
+CREATE OR REPLACE FUNCTION rq_retention_step(
+    p_from uuid, p_upper uuid, p_window int, p_limit int, p_idle_seconds float8, p_worker int
+) RETURNS TABLE (segments int, messages bigint, evicted bigint, partitions int, next_from uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_deleted int;
+    v_ids       uuid[];
+    v_next      uuid;
+    v_part      record;
+    v_seg       record;
+    v_done      bigint;
+    v_left      int := p_limit;
+    v_n         int;
+    v_locked    int;
+    -- per segment to delete
+    v_seg_pid   uuid[] := '{}';
+    v_seg_base  bigint[] := '{}';
+    -- per partition with segments to delete
+    v_pid       uuid[] := '{}';
+    v_qid       bigint[] := '{}';
+    v_upto      bigint[] := '{}';
+    v_count     int[] := '{}';
+    v_msgs      bigint[] := '{}';
+    v_lost      bigint[] := '{}';
+    -- per deleted idle partition
+    v_idle_qid  bigint[] := '{}';
 BEGIN
-    CREATE TEMP TABLE IF NOT EXISTS rq_doomed (partition_id uuid, base_offset bigint, end_offset bigint)
-        ON COMMIT DROP;
+    SELECT array_agg(w.id ORDER BY w.id) INTO v_ids FROM (
+        SELECT p.id FROM rq_partitions p
+        WHERE p.id >= p_from AND (p_upper IS NULL OR p.id < p_upper)
+        ORDER BY p.id LIMIT p_window + 1) w;
+    IF cardinality(v_ids) > p_window THEN
+        v_next := v_ids[p_window + 1];
+        v_ids := v_ids[1:p_window];
+    END IF;
 
-    INSERT INTO rq_doomed
-    SELECT s.partition_id, s.base_offset, s.end_offset
-    FROM rq_queues q
-    JOIN rq_partitions p ON p.queue_id = q.id AND p.last_offset >= p.log_start
-    CROSS JOIN LATERAL (
-        SELECT min(c.committed) AS done,
-               count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__') AS named_cursors
-        FROM rq_consumers c WHERE c.partition_id = p.id
-    ) cur
-    JOIN rq_segments s ON s.partition_id = p.id
-    WHERE (q.retention_seconds > 0 OR q.completed_retention_seconds > 0)
-      AND (
-        (q.retention_seconds > 0 AND s.created_at < now() - make_interval(secs => q.retention_seconds))
-        OR (q.completed_retention_seconds > 0
-            AND s.end_offset <= cur.done
-            AND s.created_at < now() - make_interval(secs => q.completed_retention_seconds)
-            AND cur.named_cursors >= (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id))
-      )
-    ORDER BY s.partition_id, s.base_offset
-    LIMIT p_limit;
+    FOR v_part IN
+        SELECT p.id, p.queue_id, p.log_start, q.completed_retention_seconds AS completed,
+               now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
+                                                   nullif(q.max_wait_seconds, 0))) AS age_cut,
+               (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id) AS groups
+        FROM unnest(v_ids) AS k(id)
+        JOIN rq_partitions p ON p.id = k.id
+        JOIN rq_queues q ON q.id = p.queue_id
+        WHERE p.last_offset >= p.log_start
+          AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0 OR q.max_wait_seconds > 0)
+        ORDER BY p.id
+    LOOP
+        -- Everything <= v_done is consumed by every reader; NULL when a reader has read nothing.
+        SELECT CASE WHEN count(*) = 0
+                      OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__') < v_part.groups
+                    THEN NULL ELSE min(c.committed) END
+        INTO v_done
+        FROM rq_consumers c WHERE c.partition_id = v_part.id;
+        v_n := 0;
+        FOR v_seg IN
+            SELECT s.base_offset, s.end_offset, s.created_at FROM rq_segments s
+            WHERE s.partition_id = v_part.id ORDER BY s.base_offset LIMIT v_left
+        LOOP
+            EXIT WHEN NOT coalesce(v_seg.created_at < v_part.age_cut
+                                   OR (v_part.completed > 0 AND v_seg.end_offset <= v_done
+                                       AND v_seg.created_at < now() - make_interval(secs => v_part.completed)),
+                                   false);
+            v_seg_pid := v_seg_pid || v_part.id;
+            v_seg_base := v_seg_base || v_seg.base_offset;
+            IF v_n = 0 THEN
+                v_pid := v_pid || v_part.id;
+                v_qid := v_qid || v_part.queue_id;
+                v_upto := v_upto || v_seg.end_offset;
+                v_count := v_count || 1;
+                v_msgs := v_msgs || (v_seg.end_offset - v_seg.base_offset + 1);
+                v_lost := v_lost || 0::bigint;
+            ELSE
+                v_upto[cardinality(v_pid)] := v_seg.end_offset;
+                v_count[cardinality(v_pid)] := v_n + 1;
+                v_msgs[cardinality(v_pid)] := v_msgs[cardinality(v_pid)] + v_seg.end_offset - v_seg.base_offset + 1;
+            END IF;
+            v_lost[cardinality(v_pid)] := v_lost[cardinality(v_pid)]
+                + greatest(v_seg.end_offset - greatest(v_seg.base_offset - 1, coalesce(v_done, -1)), 0);
+            v_n := v_n + 1;
+            v_left := v_left - 1;
+        END LOOP;
+        IF v_left <= 0 THEN
+            v_next := v_part.id;  -- the step is full: the next one goes on from this partition
+            EXIT;
+        END IF;
+    END LOOP;
 
-    -- The same lock order as pushes (partition rows ascending), so no deadlock with them.
-    PERFORM 1 FROM rq_partitions WHERE id IN (SELECT DISTINCT partition_id FROM rq_doomed)
-    ORDER BY id FOR UPDATE;
-    DELETE FROM rq_segments s USING rq_doomed d
-    WHERE s.partition_id = d.partition_id AND s.base_offset = d.base_offset;
-    GET DIAGNOSTICS v_deleted = ROW_COUNT;
-    UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
-    FROM (SELECT partition_id, max(end_offset) AS upto FROM rq_doomed GROUP BY partition_id) d
-    WHERE p.id = d.partition_id;
-    RETURN v_deleted;
+    IF cardinality(v_pid) > 0 THEN
+        -- The same lock order as pushes (partition rows ascending), so no deadlock with them.
+        PERFORM 1 FROM rq_partitions WHERE id = ANY (v_pid) ORDER BY id FOR UPDATE;
+        DELETE FROM rq_segments s USING unnest(v_seg_pid, v_seg_base) AS d(pid, base)
+        WHERE s.partition_id = d.pid AND s.base_offset = d.base;
+        UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
+        FROM unnest(v_pid, v_upto) AS d(pid, upto)
+        WHERE p.id = d.pid;
+        INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
+        SELECT d.qid, p_worker, sum(d.n), sum(d.msgs), sum(d.lost)
+        FROM unnest(v_qid, v_count, v_msgs, v_lost) AS d(qid, n, msgs, lost)
+        GROUP BY d.qid
+        ON CONFLICT (queue_id, worker) DO UPDATE
+            SET segments = t.segments + EXCLUDED.segments, messages = t.messages + EXCLUDED.messages,
+                evicted = t.evicted + EXCLUDED.evicted;
+    END IF;
+
+    IF p_idle_seconds > 0 THEN
+        FOR v_part IN
+            SELECT p.id, p.queue_id
+            FROM unnest(v_ids) AS k(id)
+            JOIN rq_partitions p ON p.id = k.id
+            WHERE p.last_offset < p.log_start
+              AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
+              AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
+              AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
+              AND NOT EXISTS (SELECT 1 FROM rq_dlq x WHERE x.queue_id = p.queue_id AND x.partition_id = p.id)
+            ORDER BY p.id
+            FOR UPDATE OF p SKIP LOCKED
+        LOOP
+            -- Cursors are locked without waiting (an ack holding one may go on to lock
+            -- partitions: waiting here could close a cycle); a busy or leased one keeps the
+            -- partition for a later step.
+            SELECT count(*) INTO v_n FROM rq_consumers c WHERE c.partition_id = v_part.id;
+            SELECT count(*) INTO v_locked FROM (
+                SELECT 1 FROM rq_consumers c WHERE c.partition_id = v_part.id
+                  AND (c.span_end IS NULL OR c.lease_expires_at <= now())
+                FOR UPDATE SKIP LOCKED) l;
+            CONTINUE WHEN v_locked < v_n;
+            DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
+            DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
+            DELETE FROM rq_partitions p WHERE p.id = v_part.id;
+            v_idle_qid := v_idle_qid || v_part.queue_id;
+        END LOOP;
+        IF cardinality(v_idle_qid) > 0 THEN
+            INSERT INTO rq_retention_totals AS t (queue_id, worker, partitions)
+            SELECT d.qid, p_worker, count(*) FROM unnest(v_idle_qid) AS d(qid) GROUP BY d.qid
+            ON CONFLICT (queue_id, worker) DO UPDATE SET partitions = t.partitions + EXCLUDED.partitions;
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT (SELECT coalesce(sum(c), 0) FROM unnest(v_count) c)::int,
+                        (SELECT coalesce(sum(m), 0) FROM unnest(v_msgs) m)::bigint,
+                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint,
+                        cardinality(v_idle_qid), v_next;
 END;
+$$;
+
+-- What retention deleted, per queue (summed over workers), for /metrics.
+CREATE OR REPLACE FUNCTION rq_retention_totals_of()
+RETURNS TABLE (queue_name text, segments bigint, messages bigint, evicted bigint, partitions bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT q.name, sum(t.segments)::bigint, sum(t.messages)::bigint, sum(t.evicted)::bigint,
+           sum(t.partitions)::bigint
+    FROM rq_retention_totals t JOIN rq_queues q ON q.id = t.queue_id
+    GROUP BY q.name ORDER BY q.name
+$$;
+
+-- Forget the counters of deleted queues.
+CREATE OR REPLACE FUNCTION rq_retention_totals_purge() RETURNS int
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM rq_retention_totals t
+        WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = t.queue_id)
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
 $$;
 
 -- Forget deduplication keys whose window has passed, at most p_limit per call.

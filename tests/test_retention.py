@@ -1,0 +1,351 @@
+"""Retention beyond the basics of test_maintenance.py: maxWaitTimeSeconds eviction, parallel
+retention workers, the cleanup of idle partitions, and a database that stops growing.
+
+The parallel and idle-cleanup tests need a broker with settings of its own
+(``REGINAMQ_RETENTION_PARALLELISM=4`` and an idle threshold of two seconds); it runs on a
+database of its own in the session's PostgreSQL, so no other broker's retention touches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import time
+import uuid
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import pytest
+
+from reginamq.maintenance.retention import id_ranges
+from reginamq.store.database import apply_schema
+from tests.conftest import eventually, start_broker, stop_process
+from tests.test_maintenance import _is, configure, consume_all, push, segments
+
+IDLE_SECONDS = 2.0
+PARALLELISM = 4
+
+
+async def pop_all(http, queue, group=None, partition=None):
+    """Pop until 204 without acknowledging; returns the messages."""
+    path = f"/api/v1/pop/queue/{queue}" + (f"/partition/{partition}" if partition else "")
+    seen = []
+    while True:
+        params = {"batch": 100, **({"consumerGroup": group} if group else {})}
+        response = await http.get(path, params=params)
+        if response.status_code == 204:
+            return seen
+        seen += response.json()["messages"]
+
+
+@contextlib.asynccontextmanager
+async def draining(http, queue, pushed: list):
+    """A queue-mode consumer beside the body of the ``with``; after it, it goes on until it has
+    consumed as many messages as ``pushed`` holds. Yields the list of payloads it consumed."""
+    consumed: list = []
+    stop = asyncio.Event()
+
+    async def consume():
+        while not stop.is_set() or len(consumed) < len(pushed):
+            consumed.extend(await consume_all(http, queue))
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(consume())
+    try:
+        yield consumed
+        stop.set()
+        await asyncio.wait_for(task, 60)
+    finally:
+        task.cancel()
+
+
+async def retention_totals(http, queue) -> dict:
+    entries = (await http.get("/metrics")).json()["retention"]
+    return next((e for e in entries if e["queue"] == queue), {})
+
+
+async def partition_row(db, queue, partition):
+    return await db.fetchrow("SELECT p.* FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                             "WHERE q.name = $1 AND p.name = $2", queue, partition)
+
+
+# maxWaitTimeSeconds, on the session broker
+
+async def test_max_wait_time_evicts_old_messages_consumed_or_not_leased_or_not(http, db, queue):
+    await configure(http, queue, maxWaitTimeSeconds=1)
+    await push(http, queue, "p", list(range(5)))
+    leased = await pop_all(http, queue, group="reader")  # a lease in flight (leaseTime 300 s)
+    assert [m["data"] for m in leased] == list(range(5))
+    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert (await partition_row(db, queue, "p"))["log_start"] == 5
+    assert await pop_all(http, queue) == []
+    browse = await http.get("/api/v1/messages", params={"queue": queue})
+    assert browse.status_code == 200 and browse.json()["messages"] == []
+    # every evicted message was unconsumed by some reader, and /metrics says so
+    assert await eventually(lambda: _is(retention_totals(http, queue), {
+        "queue": queue, "deletedSegments": 1, "deletedMessages": 5, "evictedMessages": 5,
+        "deletedPartitions": 0}), seconds=5) is True
+    prometheus = (await http.get("/metrics/prometheus")).text
+    assert f'reginamq_retention_evicted_messages_total{{queue="{queue}"}} 5.0' in prometheus
+    # the partition goes on past the evicted prefix, and the stale lease does not hold it
+    await push(http, queue, "p", ["fresh"])
+    assert [m["data"] for m in await pop_all(http, queue)] == ["fresh"]
+
+
+async def test_max_wait_time_zero_keeps_messages(http, db, queue):
+    await configure(http, queue, maxWaitTimeSeconds=0)
+    await push(http, queue, "p", [1])
+    await asyncio.sleep(1.5)
+    assert await segments(db, queue) == 1
+
+
+async def test_completed_retention_counts_nothing_as_evicted(http, db, queue):
+    await configure(http, queue, completedRetentionSeconds=1)
+    await push(http, queue, "p", [1, 2, 3])
+    assert sorted(await consume_all(http, queue)) == [1, 2, 3]
+    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    totals = await retention_totals(http, queue)
+    assert totals["deletedMessages"] == 3 and totals["evictedMessages"] == 0
+
+
+# Parallel workers
+
+def test_id_ranges_cover_every_id_exactly_once():
+    ranges = id_ranges(PARALLELISM)
+    assert ranges[0][0].int == 0 and ranges[-1][1] is None
+    assert all(ranges[k][1] == ranges[k + 1][0] for k in range(PARALLELISM - 1))
+    for pid in [uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1), *(uuid.uuid4() for _ in range(1000))]:
+        owners = [k for k, (start, end) in enumerate(ranges) if start <= pid and (end is None or pid < end)]
+        assert len(owners) == 1
+
+
+@pytest.fixture(scope="module")
+def own_database(database_url):
+    """A database of its own in the session's PostgreSQL, schema applied."""
+    name = f"rq_retention_{uuid.uuid4().hex[:8]}"
+
+    async def create():
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    url = urlsplit(database_url)._replace(path="/" + name).geturl()
+    asyncio.run(apply_schema(url))
+    return url
+
+
+@pytest.fixture(scope="module")
+def own_broker(own_database, tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("retention-broker") / "broker.log"
+    process, url = start_broker(own_database, workers=1, log_path=log_path, extra_env={
+        "REGINAMQ_RETENTION_PARALLELISM": str(PARALLELISM),
+        "REGINAMQ_PARTITION_IDLE_DAYS": str(IDLE_SECONDS / 86_400)})
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text and "round failed" not in text, text[-4000:]
+
+
+@pytest.fixture
+async def own_http(own_broker):
+    async with httpx.AsyncClient(base_url=own_broker, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def own_db(own_database):
+    conn = await asyncpg.connect(own_database)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
+    """Run one worker's steps by hand (holding the retention lease, so the broker stays out):
+    exactly the partitions of its range lose their segments, the others keep theirs."""
+    holder = "test:" + uuid.uuid4().hex
+    await own_db.execute("INSERT INTO rq_leader_leases VALUES ('retention', $1, now() + interval '1 hour') "
+                         "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
+                         "expires_at = EXCLUDED.expires_at", holder)
+    await asyncio.sleep(1.0)  # a round the broker had started is over
+    try:
+        await own_db.execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2)", queue,
+                             '{"retentionEnabled": true, "retentionSeconds": 1}')
+        await own_db.execute(
+            "INSERT INTO rq_partitions (queue_id, name, last_offset) SELECT q.id, 'p' || n, 0 "
+            "FROM rq_queues q, generate_series(1, 40) n WHERE q.name = $1", queue)
+        await own_db.execute(
+            "INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads) "
+            "SELECT p.id, 0, 0, now() - interval '1 minute', '{t}', '{x}' "
+            "FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        start, end = id_ranges(PARALLELISM)[1]
+        position, steps = start, 0
+        while position is not None:  # a window of 7 partitions per step: several steps
+            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 7, 1000, 0, 1)", position, end)
+            position, steps = row["next_from"], steps + 1
+        rows = await own_db.fetch(
+            "SELECT p.id, p.log_start, EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id) AS kept "
+            "FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        inside = {r["id"] for r in rows if start <= uuid.UUID(str(r["id"])) < end}
+        assert inside and len(inside) < len(rows) and steps > 1
+        for r in rows:
+            assert r["kept"] is (r["id"] not in inside)
+            assert r["log_start"] == (1 if r["id"] in inside else 0)
+    finally:
+        await own_db.execute("UPDATE rq_leader_leases SET expires_at = now() - interval '1 second' "
+                             "WHERE name = 'retention' AND holder = $1", holder)
+
+
+async def test_four_workers_keep_up_with_pushes_without_deadlock(own_http, own_db, queue):
+    """Pushes to 32 partitions and a consumer run while four retention workers delete behind
+    them: every push succeeds, every message arrives once, and everything consumed goes."""
+    await configure(own_http, queue, completedRetentionSeconds=1)
+    partitions = [f"p{n}" for n in range(32)]
+    pushed = []
+    async with draining(own_http, queue, pushed) as consumed:
+        for round_ in range(30):
+            items = [{"queue": queue, "partition": p, "payload": [round_, p]} for p in partitions]
+            response = await own_http.post("/api/v1/push", json={"items": items})
+            assert response.status_code == 201, response.text
+            pushed.extend([round_, p] for p in partitions)
+            await asyncio.sleep(0.1)
+    assert sorted(consumed) == sorted(pushed)
+    assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=20) is True
+    workers = await own_db.fetch("SELECT t.worker, t.segments FROM rq_retention_totals t JOIN rq_queues q "
+                                 "ON q.id = t.queue_id WHERE q.name = $1", queue)
+    assert {w["worker"] for w in workers if w["segments"] > 0} == set(range(PARALLELISM))
+    assert sum(w["segments"] for w in workers) == 30 * 32  # one segment per push per partition, once each
+    holders = await own_db.fetchval("SELECT count(*) FROM rq_leader_leases WHERE name = 'retention'")
+    assert holders == 1
+
+
+# Idle partitions
+
+async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(own_http, own_db, queue):
+    await configure(own_http, queue, completedRetentionSeconds=1, dedupWindowSeconds=1)
+    await push(own_http, queue, "p", [1, 2])
+    assert await consume_all(own_http, queue, group="g") == [1, 2]
+    assert await consume_all(own_http, queue) == [1, 2]
+    old = await partition_row(own_db, queue, "p")
+    assert await eventually(lambda: _is(partition_row(own_db, queue, "p"), None), seconds=20) is True
+    for table in ("rq_consumers", "rq_dedup", "rq_segments"):
+        assert await own_db.fetchval(f"SELECT count(*) FROM {table} WHERE partition_id = $1", old["id"]) == 0
+    assert (await retention_totals(own_http, queue))["deletedPartitions"] == 1
+    await push(own_http, queue, "p", [3])
+    assert await consume_all(own_http, queue, group="g") == [3]
+    assert await consume_all(own_http, queue) == [3]
+
+
+async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_db, queue):
+    kept = f"{queue}-kept"
+    await configure(own_http, kept, dedupWindowSeconds=0)
+    await push(own_http, kept, "unread", [1])
+    await configure(own_http, queue, maxWaitTimeSeconds=1, dedupWindowSeconds=0)
+    await push(own_http, queue, "leased", [2])
+    await push(own_http, queue, "evicted", [3])
+    assert len(await pop_all(own_http, queue, partition="leased")) == 1  # leased for 300 s
+    # both evicted by maxWaitTimeSeconds; the one without a live lease then goes as idle
+    assert await eventually(lambda: _is(partition_row(own_db, queue, "evicted"), None), seconds=20) is True
+    assert (await partition_row(own_db, queue, "leased"))["log_start"] == 1
+    assert await partition_row(own_db, kept, "unread") is not None
+    assert [m["data"] for m in await pop_all(own_http, kept)] == [1]
+
+
+async def test_a_push_that_found_the_partition_before_the_cleanup_deleted_it_recreates_it(
+        http, db, database_url, queue):
+    """The race made deterministic: the cleanup step deletes a partition in a transaction that
+    stays open while a push that already looked the partition up waits for its row lock. When
+    the delete commits, the push must not write into the void: it is retried and recreates it."""
+    await configure(http, queue, dedupWindowSeconds=0)
+    old = await db.fetchval("INSERT INTO rq_partitions (queue_id, name) SELECT id, 'p' FROM rq_queues "
+                            "WHERE name = $1 RETURNING id", queue)
+    cleanup = await asyncpg.connect(database_url)
+    try:
+        transaction = cleanup.transaction()
+        await transaction.start()
+        row = await cleanup.fetchrow("SELECT * FROM rq_retention_step($1, $2, 10, 10, 1e-6, 0)",
+                                     old, uuid.UUID(int=old.int + 1))
+        assert row["partitions"] == 1
+        pushing = asyncio.create_task(http.post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": "p", "payload": "kept"}]}))
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND query LIKE '%rq_push%'")
+        assert await eventually(lambda: db.fetchval(waiting), seconds=10) == 1
+        await transaction.commit()
+        response = await pushing
+    finally:
+        await cleanup.close()
+    assert response.status_code == 201 and response.json()[0]["status"] == "queued"
+    assert (await partition_row(db, queue, "p"))["id"] != old
+    assert [m["data"] for m in await pop_all(http, queue)] == ["kept"]
+
+
+async def test_pushes_racing_the_idle_cleanup_are_all_delivered(own_http, own_db, queue):
+    """Partitions are emptied and deleted over and over while pushes keep naming them again
+    right around the idle threshold: every acknowledged push is delivered, exactly once."""
+    await configure(own_http, queue, completedRetentionSeconds=1, dedupWindowSeconds=0)
+    partitions = [f"p{n}" for n in range(8)]
+    pushed = []
+    async with draining(own_http, queue, pushed) as consumed:
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            item = [len(pushed), partitions[len(pushed) % len(partitions)]]
+            response = await own_http.post("/api/v1/push", json={"items": [
+                {"queue": queue, "partition": item[1], "payload": item}]})
+            assert response.status_code == 201 and response.json()[0]["status"] == "queued", response.text
+            pushed.append(item)
+            await asyncio.sleep(0.4)  # each partition is written every 3.2 s: deleted (2 s idle) in between
+    assert sorted(consumed) == sorted(pushed)
+    deleted = (await retention_totals(own_http, queue))["deletedPartitions"]
+    assert deleted >= len(partitions)  # the cleanup really ran between the pushes
+
+
+# The database stops growing
+
+SIZE_SQL = ("SELECT sum(pg_total_relation_size(t))::bigint "
+            "FROM unnest('{rq_segments,rq_partitions,rq_consumers,rq_dedup}'::regclass[]) t")
+
+
+async def test_the_database_stops_growing_under_steady_load(own_http, own_db, queue):
+    """Push and consume at a steady rate for 40 s with completedRetentionSeconds=2: the tables
+    grow in the second half by far less than the bytes pushed in it. Without retention they
+    would grow by at least those bytes (the payloads are incompressible)."""
+    await configure(own_http, queue, completedRetentionSeconds=2, dedupWindowSeconds=4)
+    seconds, partitions, per_push = 40.0, 10, 50
+    started = time.monotonic()
+    samples: list[tuple[float, int]] = []
+    pushed_bytes: list[tuple[float, int]] = []
+    pushed: list[str] = []
+
+    async def producer():
+        while time.monotonic() - started < seconds:
+            items = [{"queue": queue, "partition": f"p{(len(pushed) + i) % partitions}",
+                      "payload": base64.b64encode(os.urandom(600)).decode()} for i in range(per_push)]
+            response = await own_http.post("/api/v1/push", json={"items": items})
+            assert response.status_code == 201
+            pushed_bytes.append((time.monotonic() - started, sum(len(i["payload"]) for i in items)))
+            pushed.extend(i["payload"] for i in items)
+            await asyncio.sleep(0.2)
+
+    async def sampler():
+        while time.monotonic() - started < seconds:
+            samples.append((time.monotonic() - started, await own_db.fetchval(SIZE_SQL)))
+            await asyncio.sleep(1.0)
+
+    async with draining(own_http, queue, pushed) as consumed:
+        await asyncio.gather(producer(), sampler())
+    assert sorted(consumed) == sorted(pushed)
+    half = seconds / 2
+    first = max(size for at, size in samples if at < half)
+    second = max(size for at, size in samples if at >= half)
+    pushed_second_half = sum(n for at, n in pushed_bytes if at >= half)
+    assert second - first < 0.4 * pushed_second_half, (first, second, pushed_second_half, samples)
