@@ -90,9 +90,11 @@ async def test_max_wait_time_evicts_old_messages_consumed_or_not_leased_or_not(h
         "deletedPartitions": 0}), seconds=5) is True
     prometheus = (await http.get("/metrics/prometheus")).text
     assert f'reginamq_retention_evicted_messages_total{{queue="{queue}"}} 5.0' in prometheus
-    # the partition goes on past the evicted prefix, and the stale lease does not hold it
+    # the partition goes on past the evicted prefix, and the evicted lease was released: the
+    # reader gets the next message now, not after its 300 s lease
     await push(http, queue, "p", ["fresh"])
     assert [m["data"] for m in await pop_all(http, queue)] == ["fresh"]
+    assert [m["data"] for m in await pop_all(http, queue, group="reader")] == ["fresh"]
 
 
 async def test_max_wait_time_zero_keeps_messages(http, db, queue):
@@ -245,16 +247,28 @@ async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(
     assert await consume_all(own_http, queue) == [3]
 
 
-async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_db, queue):
+async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_db, own_database, queue):
     kept = f"{queue}-kept"
     await configure(own_http, kept, dedupWindowSeconds=0)
     await push(own_http, kept, "unread", [1])
     await configure(own_http, queue, maxWaitTimeSeconds=1, dedupWindowSeconds=0)
     await push(own_http, queue, "leased", [2])
     await push(own_http, queue, "evicted", [3])
-    assert len(await pop_all(own_http, queue, partition="leased")) == 1  # leased for 300 s
-    # both evicted by maxWaitTimeSeconds; the one without a live lease then goes as idle
+    assert len(await pop_all(own_http, queue, group="g", partition="leased")) == 1  # leased for 300 s
+    # While the eviction runs, an ack holds the cursor (as an ack in flight would): retention
+    # cannot release the evicted lease, so it stays live after the messages are gone.
+    acking = await asyncpg.connect(own_database)
+    try:
+        async with acking.transaction():
+            await acking.execute("SELECT 1 FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id "
+                                 "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1 AND p.name = 'leased' "
+                                 "FOR UPDATE OF c", queue)
+            assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=10) is True
+    finally:
+        await acking.close()
+    # the partition without a lease goes once idle; the leased one and the unread one stay
     assert await eventually(lambda: _is(partition_row(own_db, queue, "evicted"), None), seconds=20) is True
+    await asyncio.sleep(1.0)
     assert (await partition_row(own_db, queue, "leased"))["log_start"] == 1
     assert await partition_row(own_db, kept, "unread") is not None
     assert [m["data"] for m in await pop_all(own_http, kept)] == [1]

@@ -161,6 +161,17 @@ BEGIN
         UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
         FROM unnest(v_pid, v_upto) AS d(pid, upto)
         WHERE p.id = d.pid;
+        -- A lease whose whole span was evicted covers nothing any more: release it, so the
+        -- group reads on at once instead of waiting for the lease to expire. Cursors are
+        -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
+        -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
+        UPDATE rq_consumers c
+        SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
+            acked_count = 0, stop_at = NULL, retry_charged = false
+        WHERE c.ctid IN (
+            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto) ON c2.partition_id = d.pid
+            WHERE c2.span_end <= d.upto
+            FOR UPDATE OF c2 SKIP LOCKED);
         INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
         SELECT d.qid, p_worker, sum(d.n), sum(d.msgs), sum(d.lost)
         FROM unnest(v_qid, v_count, v_msgs, v_lost) AS d(qid, n, msgs, lost)
