@@ -156,6 +156,9 @@ TRACE = obj({"id": STRING, "transactionId": STRING, "partitionId": STRING, "queu
              "partition": NULLABLE_STRING, "consumerGroup": NULLABLE_STRING, "eventType": STRING, "data": ANY,
              "traceNames": array(STRING), "createdAt": STAMP})
 COUNTERS = obj({key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")})
+# What retention deleted per queue; evictedMessages: deleted before every reader had consumed them.
+RETENTION_TOTALS = obj({"queue": STRING, "deletedSegments": INTEGER, "deletedMessages": INTEGER,
+                        "evictedMessages": INTEGER, "deletedPartitions": INTEGER})
 STATS_QUEUE = obj({"queue": STRING, "namespace": NULLABLE_STRING, "task": NULLABLE_STRING, "partitions": INTEGER,
                    "totals": COUNTERS, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
                    "refreshedAt": NULLABLE_STAMP})
@@ -385,6 +388,7 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("POST", "/api/v1/stats/refresh"): op(
         "refresh the stats now", {200: obj({"success": BOOLEAN, "queues": INTEGER, "refreshedAt": STAMP})}),
     ("GET", "/metrics"): op("metrics as JSON", {200: obj({"queues": array(STATS_QUEUE), "groups": array(ANY),
+                                                          "retention": array(RETENTION_TOTALS),
                                                           "process": {"type": "object"}, "version": STRING})}),
     ("GET", "/metrics/prometheus"): op("metrics, Prometheus text exposition", {200: None},
                                        text="text/plain; version=0.0.4; charset=utf-8"),
