@@ -52,7 +52,13 @@ class RetentionLoop(leader.ElectedLoop):
     async def round(self) -> dict[str, int]:
         """Run every worker until its range is done or the round's time is up, then the purges."""
         deadline = time.monotonic() + MAX_SECONDS_PER_ROUND
-        per_worker = await asyncio.gather(*(self._walk(worker, deadline) for worker in range(len(self._ranges))))
+        # Every worker ends (at the deadline at the latest) before a failure of one is raised,
+        # so no step of this round can overlap the next round's.
+        per_worker = await asyncio.gather(*(self._walk(worker, deadline) for worker in range(len(self._ranges))),
+                                          return_exceptions=True)
+        for outcome in per_worker:
+            if isinstance(outcome, BaseException):
+                raise outcome
         totals = {key: sum(counts[key] for counts in per_worker) for key in COUNTERS}
         totals["dedup_keys"] = 0
         while time.monotonic() < deadline:
