@@ -16,6 +16,7 @@ from reginamq.ctl.groups import group
 from reginamq.ctl.messages import pop, push, tail
 from reginamq.ctl.queues import queue
 from reginamq.ctl.status import status
+from reginamq.engine.sealing import Sealer
 from reginamq.security.tokens import AuthConfigError, verifier_from
 
 log = logging.getLogger("reginamq")
@@ -77,7 +78,8 @@ def serve(**flags) -> None:
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
         verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
-    except AuthConfigError as error:
+        Sealer.from_settings(settings)  # and if an encryption key is malformed
+    except (AuthConfigError, ValueError) as error:
         raise click.UsageError(str(error)) from None
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -51,6 +51,10 @@ class Settings:
     auth_leeway: float = 30.0
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # Payload encryption at rest (engine/sealing.py): the current key seals, older keys still open.
+    # Environment only (a flag would show the key in the process list).
+    encryption_key: str | None = None
+    encryption_old_keys: str | None = None
 
     _ENV: ClassVar[dict[str, str]] = {
         "host": "REGINAMQ_HOST",
@@ -76,6 +80,8 @@ class Settings:
         "auth_leeway": "REGINAMQ_AUTH_LEEWAY",
         "tls_cert": "REGINAMQ_TLS_CERT",
         "tls_key": "REGINAMQ_TLS_KEY",
+        "encryption_key": "REGINAMQ_ENCRYPTION_KEY",
+        "encryption_old_keys": "REGINAMQ_ENCRYPTION_OLD_KEYS",
     }
     # Queen's names for the same settings, so a Queen deployment's environment carries over.
     _QUEEN_ENV: ClassVar[dict[str, str]] = {
@@ -83,8 +89,9 @@ class Settings:
         "auth_issuer": "JWT_ISSUER",
         "auth_audience": "JWT_AUDIENCE",
         "auth_leeway": "JWT_CLOCK_SKEW",
+        "encryption_key": "QUEEN_ENCRYPTION_KEY",
     }
-    _SECRETS: ClassVar[frozenset[str]] = frozenset({"auth_secret"})
+    _SECRETS: ClassVar[frozenset[str]] = frozenset({"auth_secret", "encryption_key", "encryption_old_keys"})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:

@@ -9,6 +9,7 @@ what a database failure means for the client: a deadlock or serialization failur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +20,7 @@ from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
 from reginamq.engine.pop import FillWaits, SweepPositions
+from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.retention import RetentionLoop
@@ -49,8 +51,9 @@ class Broker:
         self.settings = settings
         self.waiters = Waiters()
         self.pool: asyncpg.Pool | None = None
-        self.spool = Spool(settings.resolved_spool_dir(), self.run)
-        self.pushes = PushFusion(self.run, self.spool)
+        self.sealer = Sealer.from_settings(settings)
+        self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)
+        self.pushes = PushFusion(self.run, self.sealer, self.spool)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval,
@@ -63,6 +66,13 @@ class Broker:
             raise RuntimeError("no database URL: start through `reginamq serve`")
         # Parallel retention workers of the elected process take connections of their own.
         self.pool = await create_pool(dsn, self.settings.pool_size + self.settings.retention_parallelism - 1)
+        if not self.sealer.has_key:
+            encrypted = frozenset()
+            with contextlib.suppress(Unavailable):  # the database may be away: the spool copes
+                encrypted = await self.run(self.sealer.encrypted_queues)
+            if encrypted:
+                log.warning("no encryption key (REGINAMQ_ENCRYPTION_KEY): pushes and pops of the encrypted "
+                            "queue(s) %s will be refused by this broker", ", ".join(sorted(encrypted)[:20]))
         self.spool.start()
         await self.waiters.listen(dsn)
         self.retention.start()

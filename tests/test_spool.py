@@ -10,6 +10,7 @@ import msgspec
 
 from reginamq.engine import push
 from reginamq.engine.errors import Unavailable
+from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from tests.conftest import eventually
 
@@ -38,7 +39,7 @@ async def test_two_processes_spools_replay_in_the_order_the_node_accepted(tmp_pa
             raise Unavailable("database unavailable")
         return await call(conn)
 
-    first, second = Spool(tmp_path, run), Spool(tmp_path, run)
+    first, second = Spool(tmp_path, run, Sealer()), Spool(tmp_path, run, Sealer())
     first.start()
     second.start()
     try:
@@ -67,11 +68,11 @@ async def test_a_spool_left_by_a_dead_process_is_replayed_by_the_next_one(tmp_pa
     async def up(call):
         return await call(conn)
 
-    dead = Spool(tmp_path, down)
+    dead = Spool(tmp_path, down, Sealer())
     dead.start()
     dead.append(prepared(queue, 1, 2))
     await dead.stop(drain_seconds=0.2)  # the process goes away with the record still on disk
-    survivor = Spool(tmp_path, up)
+    survivor = Spool(tmp_path, up, Sealer())
     survivor.start()
     try:
         assert await eventually(lambda: _empty(survivor), seconds=15)

@@ -13,6 +13,7 @@ import asyncpg
 import msgspec
 
 from reginamq.engine import push
+from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 
 
@@ -28,7 +29,7 @@ async def push_one(database_url: str, queue: str) -> None:
     prepared = push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(b"1"))])
     conn = await asyncpg.connect(database_url)
     try:
-        await push.write(conn, prepared)
+        await push.write(conn, prepared, Sealer())
     finally:
         await conn.close()
 

@@ -59,11 +59,12 @@ def _message(fragment: bytes, partition_id: str, partition: str, queue: bytes, c
             + (b"null" if group == QUEUE_MODE else orjson.dumps(group)) + b"}")
 
 
-async def page(conn, query: MessageQuery) -> bytes:
+async def page(conn, query: MessageQuery, reveal) -> bytes:
+    """One page of messages; ``reveal`` opens sealed fragments (see sealing.py)."""
     rows = await conn.fetch(PAGE_SQL, query.queue, query.partition, query.group, query.status, query.since,
                             query.until, query.limit, query.offset)
     queue = orjson.dumps(query.queue)
-    messages = [_message(row[5], row[0], row[1], queue, row[3], row[4], query.group) for row in rows]
+    messages = [_message(reveal(row[5]), row[0], row[1], queue, row[3], row[4], query.group) for row in rows]
     if rows:
         total = rows[0][6]
     elif query.offset == 0:
@@ -76,11 +77,11 @@ async def page(conn, query: MessageQuery) -> bytes:
     return b'{"messages":[' + b",".join(messages) + b"]," + tail[1:]
 
 
-async def get(conn, partition_id: str, txid: str, group: str) -> bytes | None:
+async def get(conn, partition_id: str, txid: str, group: str, reveal) -> bytes | None:
     row = await conn.fetchrow(GET_SQL, partition_id, txid, group)
     if row is None:
         return None
-    body = _message(row["payload"], partition_id, row["partition_name"], orjson.dumps(row["queue_name"]),
+    body = _message(reveal(row["payload"]), partition_id, row["partition_name"], orjson.dumps(row["queue_name"]),
                     row["created_at"], row["status"], group)
     dead = [None if g == QUEUE_MODE else g for g in row["dead_groups"]]
     return body[:-1] + b',"deadLetteredFor":' + orjson.dumps(dead) + b"}"

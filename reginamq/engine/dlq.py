@@ -28,12 +28,13 @@ def _stamp(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-async def page(conn, query: DlqQuery) -> dict:
+async def page(conn, query: DlqQuery, reveal) -> dict:
+    """One page of dead letters; ``reveal`` opens sealed fragments (see sealing.py)."""
     rows = await conn.fetch(PAGE_SQL, query.queue, query.group, query.partition, query.since, query.until,
                             query.limit, query.offset)
     messages = []
     for row in rows:
-        stored = orjson.loads(b"{" + row["payload"] + b"}")  # the fragment rendered at push time
+        stored = orjson.loads(b"{" + reveal(row["payload"]) + b"}")  # the fragment rendered at push time
         messages.append({
             "id": str(row["id"]),
             "messageId": stored["id"],

@@ -16,7 +16,12 @@ class Unavailable(Exception):
     """The database cannot be reached: a 503 that a retry may fix."""
 
 
-class QueueFull(BadRequest):
+class Refused(BadRequest):
+    """A push refused for something of its own (not the database's state of health): push
+    fusion must answer it to its request alone, never to the requests fused with it."""
+
+
+class QueueFull(Refused):
     """A push would take queues past their maxSize: nothing of it was written.
 
     ``full`` is what the database reported per queue (queue, maxSize, size, incoming); the

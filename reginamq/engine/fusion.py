@@ -17,7 +17,8 @@ import asyncio
 from collections import deque
 
 from reginamq.engine import push
-from reginamq.engine.errors import QueueFull, Unavailable
+from reginamq.engine.errors import QueueFull, Refused, Unavailable
+from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 
 MAX_ITEMS_PER_FLUSH = 5_000
@@ -26,8 +27,9 @@ RECONNECT_PAUSES = (0.02, 0.2)
 
 
 class PushFusion:
-    def __init__(self, run, spool: Spool | None = None):
+    def __init__(self, run, sealer: Sealer, spool: Spool | None = None):
         self._run = run
+        self._sealer = sealer
         self._spool = spool
         self._pending: deque[tuple[push.PreparedPush, asyncio.Future]] = deque()
         self._in_flight = 0
@@ -73,10 +75,10 @@ class PushFusion:
         session): try fresh ones briefly before falling back to the spool."""
         for pause in RECONNECT_PAUSES:
             try:
-                return await self._run(lambda conn: push.execute(conn, merged))
+                return await self._run(lambda conn: push.execute(conn, merged, self._sealer))
             except Unavailable:
                 await asyncio.sleep(pause)
-        return await self._run(lambda conn: push.execute(conn, merged))
+        return await self._run(lambda conn: push.execute(conn, merged, self._sealer))
 
     async def _flush(self, batch) -> None:
         if not batch:
@@ -94,13 +96,13 @@ class PushFusion:
                     except Exception as failure:  # the spool too could not keep it: not acknowledged
                         future.set_exception(failure)
             return
-        except QueueFull as full:
+        except Refused as refused:
             if len(batch) > 1:
                 # One request's full queue must not refuse the others it was fused with.
                 for request in batch:
                     await self._flush([request])
             elif not batch[0][1].done():
-                batch[0][1].set_exception(full)
+                batch[0][1].set_exception(refused)
             return
         except BaseException as error:
             for _, future in batch:

@@ -15,8 +15,6 @@ from datetime import datetime
 
 import orjson
 
-from reginamq.engine.waiters import Waiters
-
 POP_SQL = (
     "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_next "
     "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
@@ -86,20 +84,22 @@ class FillWaits:
         return self._millis.get(request.queue, 0) / 1000
 
 
-async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions,
-              client_gone: asyncio.Future | None = None, fill_waits: FillWaits | None = None) -> bytes | None:
+async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> bytes | None:
     """Deliver messages or, once the wait is over, ``None`` (an empty pop).
 
-    ``run(call)`` executes a database call with the broker's retry and error mapping.
+    ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``,
+    ``fill_waits``, ``sealer`` and ``run(call)``, which executes a database call with the
+    broker's retry and error mapping.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.
     With the queue's minPopWaitTime, a long poll that finds fewer messages than its batch
     waits (up to that long, counted from the first message it saw) for the batch to fill,
     so that one pop and one commit carry more messages.
     """
+    waiters, run, sweeps = broker.waiters, broker.run, broker.sweeps
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
-    fill_wait = 0.0 if fill_waits is None else await fill_waits.seconds(run, request)
+    fill_wait = await broker.fill_waits.seconds(run, request)
     fill_until = None
     while True:
         parked = waiters.park(request.queue) if request.wait else None
@@ -125,7 +125,7 @@ async def pop(waiters: Waiters, request: PopRequest, run, sweeps: SweepPositions
             if found:
                 if request.queue is not None and _took_all_it_could(rows, request):
                     waiters.wake(request.queue)  # there may be more work: let the next poller look
-                return render(rows, request.group, "" if request.auto_ack else lease_id)
+                return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return None
@@ -163,7 +163,8 @@ def iso_millis(moment: datetime) -> bytes:
     return (moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z").encode()
 
 
-def render(rows, group: str, lease_id: str) -> bytes:
+def render(rows, group: str, lease_id: str, reveal) -> bytes:
+    """The pop's answer; ``reveal`` opens sealed fragments (see sealing.py)."""
     first = rows[0]
     group_json = orjson.dumps(group)
     lease_json = orjson.dumps(lease_id)
@@ -176,7 +177,7 @@ def render(rows, group: str, lease_id: str) -> bytes:
                   + b'","partition":' + orjson.dumps(row[2]) + b',"leaseId":' + lease_json
                   + b',"consumerGroup":' + group_json + b',"deliveryAttempt":' + str(row[4]).encode()
                   + b"}")
-        messages.extend(b"{" + fragment + suffix for fragment in row[5])
+        messages.extend(b"{" + reveal(fragment) + suffix for fragment in row[5])
     head = orjson.dumps({
         "success": True, "queue": first[0], "partition": first[2], "partitionId": first[1],
         "leaseId": lease_id, "consumerGroup": group, "partitionsClaimed": len(claimed),

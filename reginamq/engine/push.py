@@ -13,14 +13,16 @@ import orjson
 import uuid_utils
 
 from reginamq.engine import options as queue_options
-from reginamq.engine.errors import BadRequest, QueueFull
+from reginamq.engine.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine.names import check_name, check_queue_name
+from reginamq.engine.sealing import Sealer
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
 PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6::jsonb, $7)"
 QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
+UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 
 
 class PushItem(msgspec.Struct, forbid_unknown_fields=False):
@@ -93,21 +95,39 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
     return prepared
 
 
-async def execute(conn, prepared: PreparedPush, enforce_max_size: bool = True) -> dict[int, str]:
+async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size: bool = True) -> dict[int, str]:
     """Run rq_push on ``conn``; returns {column index: original message id} for duplicates.
 
-    ``enforce_max_size`` is off only for the spool's replay: those messages were already
-    acknowledged to their producers, so a queue that filled up meanwhile cannot refuse them."""
+    Fragments of encrypted queues are sealed first. ``enforce_max_size`` is off only for the
+    spool's replay: those messages were already acknowledged to their producers, so a queue
+    that filled up meanwhile cannot refuse them."""
     if not prepared.queues:
         return {}
+    seal(prepared, sealer, await sealer.encrypted_queues(conn))
     try:
         rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
                                 prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
     except asyncpg.PostgresError as error:
         if error.sqlstate == QUEUE_FULL:
             raise QueueFull(orjson.loads(error.detail)) from None
-        raise
+        if error.sqlstate != UNSEALED:
+            raise
+        # A queue was encrypted since this process last looked: look again, seal, and (outside
+        # a transaction, where the failed statement left nothing behind) write again.
+        if conn.is_in_transaction():
+            sealer.forget()
+            raise Unavailable("a queue of this push was just encrypted; send it again") from None
+        seal(prepared, sealer, await sealer.encrypted_queues(conn, fresh=True))
+        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
     return {row[0]: row[1] for row in rows}
+
+
+def seal(prepared: PreparedPush, sealer: Sealer, encrypted: frozenset[str]) -> None:
+    """Seal, in place, the fragments bound for encrypted queues."""
+    if encrypted:
+        prepared.fragments = [sealer.seal(fragment) if queue in encrypted else fragment
+                              for queue, fragment in zip(prepared.queues, prepared.fragments, strict=True)]
 
 
 def refusal(prepared: PreparedPush, error: QueueFull) -> QueueFull:
@@ -138,9 +158,9 @@ def answer(prepared: PreparedPush, duplicates: dict[int, str]) -> list[dict]:
     return out
 
 
-async def write(conn, prepared: PreparedPush) -> list[dict]:
+async def write(conn, prepared: PreparedPush, sealer: Sealer) -> list[dict]:
     """Push on ``conn`` (inside the caller's transaction, if any) and build the answer."""
-    return answer(prepared, await execute(conn, prepared))
+    return answer(prepared, await execute(conn, prepared, sealer))
 
 
 def merge(batch: list[PreparedPush]) -> PreparedPush:

@@ -32,6 +32,7 @@ import msgspec
 
 from reginamq.engine import push
 from reginamq.engine.errors import Unavailable
+from reginamq.engine.sealing import Sealer
 
 log = logging.getLogger("reginamq.spool")
 HEADER = struct.Struct(">II")  # length, crc32
@@ -53,9 +54,10 @@ def _locked(fd: int, blocking: bool = True):
 
 
 class Spool:
-    def __init__(self, folder: Path, run):
+    def __init__(self, folder: Path, run, sealer: Sealer):
         self.folder = folder
         self._run = run
+        self._sealer = sealer
         self._log_fd: int | None = None
         self._drain_fd: int | None = None
         self._wake = asyncio.Event()
@@ -97,9 +99,11 @@ class Spool:
         return self._log_fd is not None and os.fstat(self._log_fd).st_size > 0
 
     def append(self, prepared: push.PreparedPush) -> list[dict]:
-        """Keep a push on disk (fsynced) and build its ``buffered`` answer."""
+        """Keep a push on disk (fsynced) and build its ``buffered`` answer. Fragments of the
+        queues last seen encrypted go to disk sealed; the replay seals any others that need it."""
         if self._log_fd is None:
             raise Unavailable("database unavailable and the spool is closed (shutting down)")
+        push.seal(prepared, self._sealer, self._sealer.known_encrypted())
         body = msgspec.msgpack.encode(prepared)
         with _locked(self._log_fd):
             os.write(self._log_fd, HEADER.pack(len(body), zlib.crc32(body)) + body)
@@ -129,7 +133,7 @@ class Spool:
             try:
                 for end, prepared in self._records(self._replayed()):
                     await self._run(lambda conn, prepared=prepared:
-                                    push.execute(conn, prepared, enforce_max_size=False))
+                                    push.execute(conn, prepared, self._sealer, enforce_max_size=False))
                     self.buffered = max(0, self.buffered - len(prepared.queues))
                     self._mark_replayed(end)
             except Unavailable:

@@ -15,6 +15,7 @@ from reginamq.engine import ack as acks
 from reginamq.engine import push as pushes
 from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_uuid
+from reginamq.engine.sealing import Sealer
 
 LIVE_LEASES_SQL = (
     "SELECT count(DISTINCT lease_id) FROM rq_consumers "
@@ -75,7 +76,7 @@ def prepare(body: TransactionBody, producer_sub: str | None = None):
     return acks.prepare(ack_list), pushes.prepare(items, producer_sub), layout, leases
 
 
-async def execute(conn, prepared) -> dict:
+async def execute(conn, prepared, sealer: Sealer) -> dict:
     ack_batch, push_batch, layout, leases = prepared
     transaction_id = str(uuid.uuid4())
     try:
@@ -89,7 +90,7 @@ async def execute(conn, prepared) -> dict:
             if refused is not None:
                 raise Rollback("ack_rejected", refused["error"] or "acknowledgment rejected")
             try:
-                push_results = await pushes.write(conn, push_batch)
+                push_results = await pushes.write(conn, push_batch, sealer)
             except QueueFull as full:
                 raise Rollback("queue_full", str(full)) from None
             duplicate = next((r for r in push_results if r["status"] == "duplicate"), None)

@@ -41,13 +41,13 @@ async def list_messages(broker: Broker, request: Request) -> responses.Response:
     )
     if query.since and query.until and query.since > query.until:
         raise BadRequest("from must not be after to")
-    return 200, await broker.run(lambda conn: browse.page(conn, query))
+    return 200, await broker.run(lambda conn: browse.page(conn, query, broker.sealer.reveal))
 
 
 async def get_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
     group = _group(request)
-    body = await broker.run(lambda conn: browse.get(conn, partition_id, txid, group))
+    body = await broker.run(lambda conn: browse.get(conn, partition_id, txid, group, broker.sealer.reveal))
     if body is None:
         return responses.error(404, "message not found")
     return 200, body

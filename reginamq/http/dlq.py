@@ -27,7 +27,7 @@ async def list_dlq(broker: Broker, request: Request) -> responses.Response:
         limit=request.query_int("limit", 100, 1, MAX_PAGE),
         offset=request.query_int("offset", 0, 0, 2**31 - 1),
     )
-    return responses.json(200, await broker.run(lambda conn: dlq.page(conn, query)))
+    return responses.json(200, await broker.run(lambda conn: dlq.page(conn, query, broker.sealer.reveal)))
 
 
 async def replay(broker: Broker, request: Request) -> responses.Response:

@@ -68,8 +68,7 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
     if pop_request.wait and request.wait_disconnect is not None:
         client_gone = asyncio.ensure_future(request.wait_disconnect())
     try:
-        body = await pops.pop(broker.waiters, pop_request, broker.run, broker.sweeps, client_gone,
-                               broker.fill_waits)
+        body = await pops.pop(broker, pop_request, client_gone)
     finally:
         if client_gone is not None:
             client_gone.cancel()
@@ -98,4 +97,4 @@ async def extend_lease(broker: Broker, request: Request) -> responses.Response:
 
 async def transaction(broker: Broker, request: Request) -> responses.Response:
     prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
-    return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared)))
+    return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer)))

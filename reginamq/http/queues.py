@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reginamq.engine import queues
+from reginamq.engine.errors import BadRequest
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
@@ -10,6 +11,9 @@ from reginamq.runtime import Broker
 
 async def configure(broker: Broker, request: Request) -> responses.Response:
     body = request.json(queues.ConfigureBody)
+    if (body.options or {}).get("encryptionEnabled") is True and not broker.sealer.has_key:
+        raise BadRequest("encryptionEnabled needs an encryption key on the broker (REGINAMQ_ENCRYPTION_KEY, "
+                         "64 hex characters); this one has none, so it could not serve the queue")
     return responses.json(200, await broker.run(lambda conn: queues.configure(conn, body)))
 
 

@@ -31,6 +31,9 @@ ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS retry_delay_ms bigint
     GENERATED ALWAYS AS ((options->>'retryDelay')::bigint) STORED;
 ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS min_pop_wait_ms int
     GENERATED ALWAYS AS ((options->>'minPopWaitTime')::int) STORED;
+-- encryptionEnabled: the broker seals payloads (engine/sealing.py); rq_push refuses plaintext.
+ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS encryption_enabled bool
+    GENERATED ALWAYS AS ((options->>'encryptionEnabled')::bool) STORED;
 
 -- The partition row is also the per-partition write lock and offset allocator.
 CREATE TABLE IF NOT EXISTS rq_partitions (

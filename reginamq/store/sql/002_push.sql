@@ -45,6 +45,15 @@ BEGIN
     JOIN rq_queues q ON q.name = t.qname
     JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.pname;
 
+    -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
+    -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
+    IF EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.encryption_enabled)
+       AND EXISTS (SELECT 1 FROM unnest(p_queue, p_payload) AS t(qname, payload)
+                   JOIN rq_queues q ON q.name = t.qname
+                   WHERE q.encryption_enabled AND get_byte(t.payload, 43) <> 0) THEN
+        RAISE EXCEPTION 'plaintext payload for an encrypted queue' USING ERRCODE = 'RQ428';
+    END IF;
+
     -- The write lock, in the global order. A partition the idle cleanup deleted after the
     -- lookups above (rq_retention_step, 007_maintenance.sql) is missing here: the call is
     -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
