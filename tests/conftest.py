@@ -8,6 +8,7 @@ own queue names, so tests do not see each other's messages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -132,16 +133,23 @@ def queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture
-async def db(database_url):
-    """A direct database connection, for assertions about what is stored."""
+@contextlib.asynccontextmanager
+async def connection(url: str):
+    """A direct database connection, closed at the end."""
     import asyncpg
 
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(url)
     try:
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def db(database_url):
+    """A direct database connection, for assertions about what is stored."""
+    async with connection(database_url) as conn:
+        yield conn
 
 
 async def eventually(check, seconds: float = 5.0, interval: float = 0.05):

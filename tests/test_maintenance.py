@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.conftest import eventually, start_broker, stop_process
 
 
@@ -86,8 +88,10 @@ async def test_retention_seconds_drops_old_messages_consumed_or_not(http, db, qu
     assert response.status_code == 204
 
 
-async def test_retention_seconds_needs_retention_enabled(http, db, queue):
-    await configure(http, queue, retentionSeconds=1)
+@pytest.mark.parametrize("options", [{"retentionSeconds": 1}, {"maxWaitTimeSeconds": 0}],
+                         ids=["retentionSeconds-needs-retentionEnabled", "maxWaitTimeSeconds-0-is-off"])
+async def test_options_that_delete_nothing(http, db, queue, options):
+    await configure(http, queue, **options)
     await push(http, queue, "p", [1])
     await asyncio.sleep(2.0)
     assert await segments(db, queue) == 1
