@@ -47,6 +47,17 @@ RETURNS bool LANGUAGE sql AS $$
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
 
+-- Whether retention deletes a segment created at p_created and ending at p_end: older than
+-- the age cut (retentionSeconds / maxWaitTimeSeconds; NULL = none), or consumed by every reader
+-- (p_end <= p_done; NULL = some reader read nothing) and older than completedRetentionSeconds.
+CREATE OR REPLACE FUNCTION rq_segment_goes(p_created timestamptz, p_end bigint, p_age_cut timestamptz,
+                                           p_completed int, p_done bigint) RETURNS bool
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(p_created < p_age_cut
+                    OR (p_completed > 0 AND p_end <= p_done
+                        AND p_created < now() - make_interval(secs => p_completed)), false)
+$$;
+
 -- One bounded step of one retention worker. A worker owns the partitions whose id lies in
 -- [p_from's range start, p_upper) (ids are random, so N contiguous ranges split the work
 -- evenly and never overlap); a step looks at the next p_window partitions of its range from
@@ -75,7 +86,6 @@ DECLARE
     v_next      uuid;
     v_part      record;
     v_seg       record;
-    v_done      bigint;
     v_left      int := p_limit;
     v_n         int;
     v_locked    int;
@@ -100,34 +110,41 @@ BEGIN
         v_next := v_ids[p_window + 1];
         v_ids := v_ids[1:p_window];
     END IF;
+    -- The window is the id range v_ids[1] .. v_ids[last] (an index range scan, whatever the
+    -- number of partitions); one created in it meanwhile is in this worker's range too.
 
+    -- Only partitions whose oldest segment goes are visited segment by segment; the others
+    -- cost one row of this statement.
     FOR v_part IN
-        SELECT p.id, p.queue_id, p.log_start, q.completed_retention_seconds AS completed,
-               now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
-                                                   nullif(q.max_wait_seconds, 0))) AS age_cut,
-               (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id) AS groups
-        FROM unnest(v_ids) AS k(id)
-        JOIN rq_partitions p ON p.id = k.id
-        JOIN rq_queues q ON q.id = p.queue_id
-        WHERE p.last_offset >= p.log_start
-          AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0 OR q.max_wait_seconds > 0)
-        ORDER BY p.id
+        SELECT x.* FROM (
+            SELECT p.id, p.queue_id, q.completed_retention_seconds AS completed,
+                   now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
+                                                       nullif(q.max_wait_seconds, 0))) AS age_cut,
+                   -- everything <= done is consumed by every reader (NULL: a reader read nothing)
+                   (SELECT CASE WHEN count(*) = 0
+                                  OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
+                                     < (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id)
+                                THEN NULL ELSE min(c.committed) END
+                    FROM rq_consumers c WHERE c.partition_id = p.id) AS done,
+                   f.end_offset, f.created_at
+            FROM rq_partitions p
+            JOIN rq_queues q ON q.id = p.queue_id
+            CROSS JOIN LATERAL (SELECT s.end_offset, s.created_at FROM rq_segments s
+                                WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1) f
+            WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
+              AND p.last_offset >= p.log_start
+              AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0 OR q.max_wait_seconds > 0)
+        ) x
+        WHERE rq_segment_goes(x.created_at, x.end_offset, x.age_cut, x.completed, x.done)
+        ORDER BY x.id
     LOOP
-        -- Everything <= v_done is consumed by every reader; NULL when a reader has read nothing.
-        SELECT CASE WHEN count(*) = 0
-                      OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__') < v_part.groups
-                    THEN NULL ELSE min(c.committed) END
-        INTO v_done
-        FROM rq_consumers c WHERE c.partition_id = v_part.id;
         v_n := 0;
         FOR v_seg IN
             SELECT s.base_offset, s.end_offset, s.created_at FROM rq_segments s
             WHERE s.partition_id = v_part.id ORDER BY s.base_offset LIMIT v_left
         LOOP
-            EXIT WHEN NOT coalesce(v_seg.created_at < v_part.age_cut
-                                   OR (v_part.completed > 0 AND v_seg.end_offset <= v_done
-                                       AND v_seg.created_at < now() - make_interval(secs => v_part.completed)),
-                                   false);
+            EXIT WHEN NOT rq_segment_goes(v_seg.created_at, v_seg.end_offset, v_part.age_cut, v_part.completed,
+                                          v_part.done);
             v_seg_pid := v_seg_pid || v_part.id;
             v_seg_base := v_seg_base || v_seg.base_offset;
             IF v_n = 0 THEN
@@ -143,7 +160,7 @@ BEGIN
                 v_msgs[cardinality(v_pid)] := v_msgs[cardinality(v_pid)] + v_seg.end_offset - v_seg.base_offset + 1;
             END IF;
             v_lost[cardinality(v_pid)] := v_lost[cardinality(v_pid)]
-                + greatest(v_seg.end_offset - greatest(v_seg.base_offset - 1, coalesce(v_done, -1)), 0);
+                + greatest(v_seg.end_offset - greatest(v_seg.base_offset - 1, coalesce(v_part.done, -1)), 0);
             v_n := v_n + 1;
             v_left := v_left - 1;
         END LOOP;
@@ -184,9 +201,9 @@ BEGIN
     IF p_idle_seconds > 0 THEN
         FOR v_part IN
             SELECT p.id, p.queue_id
-            FROM unnest(v_ids) AS k(id)
-            JOIN rq_partitions p ON p.id = k.id
-            WHERE p.last_offset < p.log_start
+            FROM rq_partitions p
+            WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
+              AND p.last_offset < p.log_start
               AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
               AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
               AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
