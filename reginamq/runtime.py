@@ -49,7 +49,7 @@ _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 class Broker:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.waiters = Waiters()
+        self.waiters = Waiters(on_config_change=self._forget_options)
         self.pool: asyncpg.Pool | None = None
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)
@@ -59,6 +59,11 @@ class Broker:
         self.retention = RetentionLoop(self.run, settings.maintenance_interval,
                                        settings.retention_parallelism, settings.partition_idle_days)
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
+
+    def _forget_options(self) -> None:
+        """A queue was configured somewhere: re-read the options cached per process."""
+        self.fill_waits.forget()
+        self.sealer.forget()
 
     async def start(self) -> None:
         dsn = self.settings.database_url

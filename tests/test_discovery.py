@@ -6,6 +6,7 @@ sweep that walks the rest; these tests make each source the only one that can fi
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import orjson
@@ -40,6 +41,7 @@ async def test_a_new_group_reads_a_backlog_older_than_the_recent_window(http):
 
 async def test_a_failed_message_on_an_old_partition_comes_back_at_once(http):
     queue = f"d-{uuid.uuid4().hex[:8]}"
+    await http.post("/api/v1/configure", json={"queue": queue, "options": {"retryDelay": 0}})
     await push_partitions(http, queue, ["old"])
     await push_partitions(http, queue, [f"p{n:05d}" for n in range(1500)])
     leased = (await http.get(f"/api/v1/pop/queue/{queue}/partition/old", params={"consumerGroup": "g"})).json()
@@ -53,6 +55,29 @@ async def test_a_failed_message_on_an_old_partition_comes_back_at_once(http):
     assert again.status_code == 200
     [redelivered] = again.json()["messages"]
     assert redelivered["transactionId"] == message["transactionId"] and redelivered["deliveryAttempt"] == 2
+
+
+async def test_pollers_faster_than_the_sweep_pause_still_drain_an_old_backlog(http):
+    """Empty pops inside the sweep's one-second pause must not push the pause on: pollers
+    asking every 50 ms once starved the sweep for ever, stranding every partition beyond
+    the 1,024 most recently written (found by benchmarks/partition_cost.py)."""
+    queue = f"d-{uuid.uuid4().hex[:8]}"
+    names = [f"p{n:05d}" for n in range(8000)]
+    await push_partitions(http, queue, names)
+    seen: list[str] = []
+    deadline = asyncio.get_running_loop().time() + 60
+
+    async def poller() -> None:
+        while len(seen) < len(names) and asyncio.get_running_loop().time() < deadline:
+            response = await http.get(f"/api/v1/pop/queue/{queue}", params={
+                "batch": 500, "partitions": 500, "autoAck": "true"})
+            if response.status_code == 204:
+                await asyncio.sleep(0.05)
+            else:
+                seen.extend(m["data"] for m in response.json()["messages"])
+
+    await asyncio.gather(*(poller() for _ in range(4)))
+    assert sorted(seen) == names
 
 
 async def test_among_20000_partitions_a_wildcard_pop_finds_the_one_with_data(http):

@@ -59,8 +59,15 @@ class SweepPositions(dict):
         position, next_sweep = self.get(key, (None, 0.0))
         return position, time.monotonic() >= next_sweep
 
-    def record(self, key: tuple, position, found: bool) -> None:
-        self[key] = (position, 0.0 if found else time.monotonic() + SWEEP_PAUSE)
+    def record(self, key: tuple, position, found: bool, swept: bool) -> None:
+        """Only a pop that was allowed to sweep and found nothing starts the pause: if every
+        empty pop pushed it on, pollers faster than the pause would never sweep again."""
+        if found:
+            self[key] = (position, 0.0)
+        elif swept:
+            self[key] = (position, time.monotonic() + SWEEP_PAUSE)
+        else:
+            self[key] = (position, self.get(key, (None, 0.0))[1])
 
 
 class FillWaits:
@@ -71,6 +78,9 @@ class FillWaits:
 
     def __init__(self) -> None:
         self._millis: dict[str, int] = {}
+        self._read_at = -self.REFRESH_SECONDS
+
+    def forget(self) -> None:
         self._read_at = -self.REFRESH_SECONDS
 
     async def seconds(self, run, request: PopRequest) -> float:
@@ -111,7 +121,8 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                     fill_until = fill_until or time.monotonic() + fill_wait
                     until = min(fill_until, deadline) - time.monotonic()
                     if until > 0 and not waiters.closing:
-                        await _wait_for(parked, client_gone, until)
+                        # a missed wake-up costs at most a recheck interval, as in the long poll
+                        await _wait_for(parked, client_gone, min(until, LAST_RECHECK))
                         if waiters.closing or (client_gone is not None and client_gone.done()):
                             return None
                         continue
@@ -121,7 +132,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep: conn.fetch(
                 POP_SQL, *_arguments(request, lease_id), sweep_from, may_sweep))
             found = bool(rows) and rows[0][1] is not None
-            sweeps.record(key, rows[0][6] if rows else sweep_from, found)
+            sweeps.record(key, rows[0][6] if rows else sweep_from, found, may_sweep)
             if found:
                 if request.queue is not None and _took_all_it_could(rows, request):
                     waiters.wake(request.queue)  # there may be more work: let the next poller look

@@ -20,6 +20,7 @@ RETURNING id
 """
 LOCK_NAME_SQL = "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))"
 DELETE_SQL = "SELECT rq_delete_queue($1)"
+CONFIG_CHANGED_SQL = "SELECT pg_notify('rq_config', $1)"
 
 
 class ConfigureBody(msgspec.Struct):
@@ -56,6 +57,7 @@ async def configure(conn, body: ConfigureBody) -> dict:
         namespace = old_namespace if namespace is None else namespace
         task = old_task if task is None else task
         queue_id = await conn.fetchval(UPSERT_SQL, queue, namespace, task, orjson.dumps(merged).decode())
+        await conn.execute(CONFIG_CHANGED_SQL, queue)  # delivered at commit, to every broker process
     return {"configured": True, "queueId": str(queue_id), "queue": queue, "namespace": namespace,
             "task": task, "options": merged}
 

@@ -4,6 +4,8 @@ A push's transaction ends with ``pg_notify('rq_push', queue)``; every broker pro
 on one connection and wakes the pops parked on that queue, so a push on any worker process or
 node wakes a waiter at once. Notifications are hints only: a waiter that misses one still
 re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
+The same connection hears ``rq_config`` (a queue was configured), so what a process caches
+about queue options is dropped everywhere at once rather than when it ages out.
 """
 
 from __future__ import annotations
@@ -12,16 +14,20 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 
 import asyncpg
 
 log = logging.getLogger("reginamq.waiters")
 CHANNEL = "rq_push"
+# A queue's options changed (configure): processes drop what they cache about options.
+CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
 
 
 class Waiters:
-    def __init__(self) -> None:
+    def __init__(self, on_config_change: Callable[[], None] = lambda: None) -> None:
+        self._on_config_change = on_config_change
         # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
         self._parked: dict[str, dict[asyncio.Future, None]] = {}
         self._listener: asyncpg.Connection | None = None
@@ -99,9 +105,11 @@ class Waiters:
                 lost = asyncio.get_running_loop().create_future()
                 self._listener.add_termination_listener(functools.partial(_settle, lost))
                 await self._listener.add_listener(CHANNEL, self._on_notify)
+                await self._listener.add_listener(CONFIG_CHANNEL, self._on_config)
                 delay = 0.2
-                # A reconnect may have missed hints: wake everyone to re-check.
+                # A reconnect may have missed hints: wake everyone to re-check, forget options.
                 self._wake_all()
+                self._on_config_change()
                 await lost
             except asyncio.CancelledError:
                 raise
@@ -112,6 +120,9 @@ class Waiters:
 
     def _on_notify(self, _conn, _pid, _channel, queue: str) -> None:
         self.wake(queue)
+
+    def _on_config(self, _conn, _pid, _channel, _queue: str) -> None:
+        self._on_config_change()
 
     def _wake_all(self) -> None:
         for key in list(self._parked):
