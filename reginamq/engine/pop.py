@@ -16,8 +16,8 @@ from datetime import datetime
 import orjson
 
 POP_SQL = (
-    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_next "
-    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name "
+    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
 )
 READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
 FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
@@ -43,6 +43,7 @@ class PopRequest:
 
 
 SWEEP_PAUSE = 1.0
+NO_POSITION = (None, None)  # a sweep position is (queue id, partition name): see rq_pop_sweep
 
 
 class SweepPositions(dict):
@@ -56,7 +57,7 @@ class SweepPositions(dict):
         return request.queue, request.namespace, request.task, request.group
 
     def position(self, key: tuple) -> tuple[object, bool]:
-        position, next_sweep = self.get(key, (None, 0.0))
+        position, next_sweep = self.get(key, (NO_POSITION, 0.0))
         return position, time.monotonic() >= next_sweep
 
     def record(self, key: tuple, position, found: bool, swept: bool) -> None:
@@ -67,7 +68,7 @@ class SweepPositions(dict):
         elif swept:
             self[key] = (position, time.monotonic() + SWEEP_PAUSE)
         else:
-            self[key] = (position, self.get(key, (None, 0.0))[1])
+            self[key] = (position, self.get(key, (NO_POSITION, 0.0))[1])
 
 
 class FillWaits:
@@ -130,9 +131,9 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             key = SweepPositions.key(request)
             sweep_from, may_sweep = sweeps.position(key)
             rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep: conn.fetch(
-                POP_SQL, *_arguments(request, lease_id), sweep_from, may_sweep))
+                POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep))
             found = bool(rows) and rows[0][1] is not None
-            sweeps.record(key, rows[0][6] if rows else sweep_from, found, may_sweep)
+            sweeps.record(key, (rows[0][6], rows[0][7]) if rows else sweep_from, found, may_sweep)
             if found:
                 if request.queue is not None and _took_all_it_could(rows, request):
                     waiters.wake(request.queue)  # there may be more work: let the next poller look

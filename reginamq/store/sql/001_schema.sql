@@ -46,10 +46,11 @@ CREATE TABLE IF NOT EXISTS rq_partitions (
     created_at     timestamptz NOT NULL DEFAULT now(),
     UNIQUE (queue_id, name)
 ) WITH (fillfactor = 70, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
--- Pop candidates: the most recently written partitions first; and the sweep, in id order.
--- last_write_at moves at most once a second per partition, so most pushes stay HOT updates.
+-- Pop candidates: the most recently written partitions first (the sweep walks the unique
+-- (queue_id, name) index). last_write_at moves at most once a second per partition, so most
+-- pushes stay HOT updates.
 CREATE INDEX IF NOT EXISTS rq_partitions_recent ON rq_partitions (queue_id, last_write_at DESC NULLS LAST);
-CREATE INDEX IF NOT EXISTS rq_partitions_sweep ON rq_partitions (queue_id, id);
+DROP INDEX IF EXISTS rq_partitions_sweep;  -- an earlier sweep order: 70 bytes a partition
 
 -- Messages: one row per push group per partition. payloads[i] is the pre-rendered JSON
 -- fragment of message base_offset + i - 1 (everything a pop sends that never changes).
@@ -90,7 +91,10 @@ CREATE TABLE IF NOT EXISTS rq_consumers (
     attempts          int NOT NULL DEFAULT 0,
     last_delivered    bigint NOT NULL DEFAULT -1,
     PRIMARY KEY (partition_id, consumer_group)
-) WITH (fillfactor = 50, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+) WITH (fillfactor = 90, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+-- 90, not lower: most cursor updates change an indexed lease column and cannot be HOT anyway,
+-- and at a million partitions the idle cursors' reserved room was most of a partition's cost.
+ALTER TABLE rq_consumers SET (fillfactor = 90);
 CREATE INDEX IF NOT EXISTS rq_consumers_lease ON rq_consumers (lease_id) WHERE lease_id IS NOT NULL;
 -- Expired leases are pop candidates: found without scanning the queue's partitions.
 CREATE INDEX IF NOT EXISTS rq_consumers_expiry ON rq_consumers (consumer_group, lease_expires_at)

@@ -43,36 +43,47 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
         LIMIT p_limit)
 $$;
 
--- When neither finds anything: the sweep. It walks the queue's partitions in id order from
--- where the caller's last sweep stopped (exclusive), 2,048 at a time, for pending partitions
--- written long ago (a group reading an old backlog). Returns the candidates and where the
--- next sweep starts: just before the first candidate (it is found again if it is not
--- claimed now), or after the window when it held none; NULL once the walk wrapped around.
-CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from uuid, p_limit int,
-                                        OUT candidates uuid[], OUT next_position uuid)
+-- When neither finds anything: the sweep. It walks the queues' partitions in (queue, name)
+-- order -- the order of the index that makes names unique, so the sweep costs no index of its
+-- own -- from where the caller's last sweep stopped (exclusive), 2,048 at a time, for pending
+-- partitions written long ago (a group reading an old backlog). Returns the candidates and
+-- where the next sweep starts: just before the first candidate (it is found again if it is
+-- not claimed now), or after the window when it held none; NULL once the walk wrapped around.
+CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
+                                        p_limit int, OUT candidates uuid[], OUT next_queue bigint,
+                                        OUT next_name text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_window uuid[];
+    v_ids    uuid[];
+    v_queues bigint[];
+    v_names  text[];
+    v_first  int;
 BEGIN
-    v_window := ARRAY(SELECT p.id FROM rq_partitions p
-                      WHERE p.queue_id = ANY (p_qids)
-                        AND p.id > coalesce(p_from, '00000000-0000-0000-0000-000000000000')
-                      ORDER BY p.id LIMIT 2048);
-    candidates := ARRAY(
-        SELECT w.id FROM unnest(v_window) AS w(id)
-        JOIN rq_partitions p ON p.id = w.id
-        LEFT JOIN rq_consumers c ON c.partition_id = w.id AND c.consumer_group = p_group
-        WHERE p.last_offset >= p.log_start
-          AND (c.partition_id IS NULL
-               OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
-        ORDER BY w.id LIMIT p_limit);
-    IF cardinality(candidates) > 0 THEN
-        next_position := coalesce((SELECT w.id FROM unnest(v_window) AS w(id)
-                                   WHERE w.id < candidates[1] ORDER BY w.id DESC LIMIT 1), p_from);
-    ELSIF cardinality(v_window) = 2048 THEN
-        next_position := v_window[2048];
-    ELSE
-        next_position := NULL;
+    SELECT coalesce(array_agg(w.id ORDER BY w.queue_id, w.name), '{}'),
+           array_agg(w.queue_id ORDER BY w.queue_id, w.name), array_agg(w.name ORDER BY w.queue_id, w.name)
+    INTO v_ids, v_queues, v_names
+    FROM (SELECT p.id, p.queue_id, p.name FROM rq_partitions p
+          WHERE p.queue_id = ANY (p_qids)
+            AND (p_from_queue IS NULL OR (p.queue_id, p.name) > (p_from_queue, p_from_name))
+          ORDER BY p.queue_id, p.name LIMIT 2048) w;
+    SELECT array_agg(k.id ORDER BY k.ord), min(k.ord) INTO candidates, v_first
+    FROM (SELECT w.id, w.ord FROM unnest(v_ids) WITH ORDINALITY AS w(id, ord)
+          JOIN rq_partitions p ON p.id = w.id
+          LEFT JOIN rq_consumers c ON c.partition_id = w.id AND c.consumer_group = p_group
+          WHERE p.last_offset >= p.log_start
+            AND (c.partition_id IS NULL
+                 OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+          ORDER BY w.ord LIMIT p_limit) k;
+    candidates := coalesce(candidates, '{}');
+    IF v_first > 1 THEN
+        next_queue := v_queues[v_first - 1];
+        next_name := v_names[v_first - 1];
+    ELSIF v_first = 1 THEN
+        next_queue := p_from_queue;
+        next_name := p_from_name;
+    ELSIF cardinality(v_ids) = 2048 THEN
+        next_queue := v_queues[2048];
+        next_name := v_names[2048];
     END IF;
 END;
 $$;
@@ -90,10 +101,11 @@ CREATE OR REPLACE FUNCTION rq_pop(
     p_lease_id        uuid,
     p_sub_mode        text,
     p_sub_from        timestamptz,
-    p_sweep_from      uuid,
+    p_sweep_queue     bigint,
+    p_sweep_name      text,
     p_may_sweep       bool
 ) RETURNS TABLE (queue_name text, partition_id uuid, partition_name text, created_at timestamptz,
-                 attempt int, payloads bytea[], sweep_next uuid)
+                 attempt int, payloads bytea[], sweep_queue bigint, sweep_name text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queue_mode bool := p_group = '__QUEUE_MODE__';
@@ -109,7 +121,8 @@ DECLARE
     v_sub_from timestamptz;
     v_qids     bigint[];
     v_cands    uuid[];
-    v_sweep_next uuid := p_sweep_from;
+    v_sweep_queue bigint := p_sweep_queue;
+    v_sweep_name  text := p_sweep_name;
     v_delivered bool := false;
     v_window   int;
     v_live     bigint;
@@ -144,9 +157,9 @@ BEGIN
         -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
         FOR v_window IN 1 .. 8 LOOP
             EXIT WHEN cardinality(v_cands) > 0 OR NOT p_may_sweep;
-            SELECT s.candidates, s.next_position INTO v_cands, v_sweep_next
-            FROM rq_pop_sweep(v_qids, p_group, v_sweep_next, greatest(64, p_max_partitions * 4)) s;
-            EXIT WHEN v_sweep_next IS NULL AND p_sweep_from IS NULL;
+            SELECT s.candidates, s.next_queue, s.next_name INTO v_cands, v_sweep_queue, v_sweep_name
+            FROM rq_pop_sweep(v_qids, p_group, v_sweep_queue, v_sweep_name, greatest(64, p_max_partitions * 4)) s;
+            EXIT WHEN v_sweep_queue IS NULL AND p_sweep_queue IS NULL;
         END LOOP;
     END IF;
 
@@ -264,7 +277,7 @@ BEGIN
         SELECT v_cand.qname, v_cand.id, v_cand.name, s.created_at, v_attempt,
                s.payloads[(greatest(s.base_offset, v_from) - s.base_offset + 1)
                           :(least(s.end_offset, v_to) - s.base_offset + 1)],
-               v_sweep_next
+               v_sweep_queue, v_sweep_name
         FROM rq_segments s
         WHERE s.partition_id = v_cand.id
           AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
@@ -277,10 +290,10 @@ BEGIN
         v_claimed := v_claimed + 1;
     END LOOP;
 
-    IF NOT v_delivered AND v_sweep_next IS DISTINCT FROM p_sweep_from THEN
+    IF NOT v_delivered AND (v_sweep_queue, v_sweep_name) IS DISTINCT FROM (p_sweep_queue, p_sweep_name) THEN
         -- nothing to deliver, but the sweep moved: hand its position back
         RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
-                            NULL::bytea[], v_sweep_next;
+                            NULL::bytea[], v_sweep_queue, v_sweep_name;
     END IF;
 END;
 $$;

@@ -1,0 +1,112 @@
+"""What one partition costs in PostgreSQL: create N partitions through pushes (one message
+each, none declared in advance), consume every one with the queue-mode reader (one cursor per
+partition), and divide each table's size (heap + indexes + TOAST) by N.
+
+    python benchmarks/partition_cost.py --partitions 100000
+
+Starts its own broker on an embedded PostgreSQL in a temporary folder (removed at the end).
+The figure to hold against Queen 1.0's 641 bytes is partitions + cursors, after VACUUM (what a
+long-running database settles to; before it, dead row versions of the consume pass count too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import asyncpg
+import httpx
+
+from reginamq.bench.broker import OwnBroker
+
+TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup", "rq_stats_partitions", "rq_stats_cursors")
+SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
+            "pg_total_relation_size($1::regclass) AS total")
+INDEX_SQL = ("SELECT indexrelid::regclass::text AS name, pg_relation_size(indexrelid) AS bytes FROM pg_index "
+             "WHERE indrelid::regclass::text = ANY ($1::text[]) ORDER BY 1")
+
+
+async def create_and_consume(url: str, queue: str, partitions: int, push_batch: int, concurrency: int) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=120,
+                                 limits=httpx.Limits(max_connections=concurrency)) as http:
+        await http.post("/api/v1/configure", json={"queue": queue, "options": {"dedupWindowSeconds": 0}})
+        starts = iter(range(0, partitions, push_batch))
+
+        async def producer() -> None:
+            for start in starts:
+                items = [{"queue": queue, "partition": f"p-{n}", "payload": {"n": n}}
+                         for n in range(start, min(start + push_batch, partitions))]
+                answer = await http.post("/api/v1/push", json={"items": items})
+                answer.raise_for_status()
+
+        await asyncio.gather(*(producer() for _ in range(concurrency)))
+        consumed = 0
+
+        async def consumer() -> None:
+            nonlocal consumed
+            while consumed < partitions:
+                answer = await http.get(f"/api/v1/pop/queue/{queue}",
+                                        params={"batch": 1000, "partitions": 1000, "autoAck": "true"})
+                if answer.status_code == 204:
+                    await asyncio.sleep(0.05)
+                    continue
+                answer.raise_for_status()
+                consumed += len(answer.json()["messages"])
+
+        await asyncio.wait_for(asyncio.gather(*(consumer() for _ in range(concurrency))), timeout=3600)
+
+
+async def sizes(database_url: str) -> tuple[dict[str, asyncpg.Record], list[asyncpg.Record]]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return ({table: await conn.fetchrow(SIZE_SQL, table) for table in TABLES},
+                await conn.fetch(INDEX_SQL, list(TABLES[:2])))
+    finally:
+        await conn.close()
+
+
+async def vacuum(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        for table in TABLES:
+            await conn.execute(f"VACUUM {table}")
+    finally:
+        await conn.close()
+
+
+def table_lines(measured: tuple[dict[str, asyncpg.Record], list[asyncpg.Record]], partitions: int) -> list[str]:
+    measured, indexes = measured
+    lines = [f"  {'table':<22}{'heap':>9}{'indexes':>9}{'total':>9}  (bytes per partition)"]
+    for table, row in measured.items():
+        lines.append(f"  {table:<22}{row['heap'] / partitions:>9.0f}{row['indexes'] / partitions:>9.0f}"
+                     f"{row['total'] / partitions:>9.0f}")
+    lines += [f"    index {row['name']:<30}{row['bytes'] / partitions:>9.0f}" for row in indexes]
+    core = (measured["rq_partitions"]["total"] + measured["rq_consumers"]["total"]) / partitions
+    lines.append(f"  partition + cursor: {core:.0f} bytes (Queen 1.0: 641)")
+    return lines
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--push-batch", type=int, default=1_000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    broker = OwnBroker(workers=1)
+    broker.start()
+    try:
+        started = time.monotonic()
+        await create_and_consume(broker.url, "cost", args.partitions, args.push_batch, args.concurrency)
+        print(f"{args.partitions:,} partitions created and consumed in {time.monotonic() - started:.0f} s")
+        print("before VACUUM:")
+        print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
+        await vacuum(broker.database_url)
+        print("after VACUUM:")
+        print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
