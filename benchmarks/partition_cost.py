@@ -19,6 +19,7 @@ import asyncpg
 import httpx
 
 from reginamq.bench.broker import OwnBroker
+from reginamq.engine.stats import BUCKET_SECONDS, KEEP_SECONDS, REFRESH_SQL
 
 TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup", "rq_stats_partitions", "rq_stats_cursors")
 SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
@@ -66,6 +67,21 @@ async def sizes(database_url: str) -> tuple[dict[str, asyncpg.Record], list[asyn
         await conn.close()
 
 
+async def refresh_seconds(database_url: str) -> list[float]:
+    """How long the statistics refresh takes over this many partitions: the first after the
+    load (it books the changes), then one with nothing changed."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        timings = []
+        for _ in range(2):
+            started = time.monotonic()
+            await conn.execute(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS)
+            timings.append(time.monotonic() - started)
+        return timings
+    finally:
+        await conn.close()
+
+
 async def vacuum(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
@@ -99,6 +115,8 @@ async def main() -> None:
         started = time.monotonic()
         await create_and_consume(broker.url, "cost", args.partitions, args.push_batch, args.concurrency)
         print(f"{args.partitions:,} partitions created and consumed in {time.monotonic() - started:.0f} s")
+        booked, idle = await refresh_seconds(broker.database_url)
+        print(f"statistics refresh: {booked * 1000:.0f} ms booking the load, {idle * 1000:.0f} ms with nothing new")
         print("before VACUUM:")
         print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
         await vacuum(broker.database_url)

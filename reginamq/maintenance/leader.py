@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 
 from reginamq.engine.errors import Unavailable
@@ -36,6 +37,9 @@ class ElectedLoop:
     """
 
     LEASE_NAME = ""
+    # At most this share of the time in rounds: a round that grows with the data (a refresh
+    # over a million partitions) spaces the rounds out instead of occupying a core.
+    MAX_DUTY_CYCLE = 1.0
 
     def __init__(self, run, interval: float):
         self._run = run
@@ -56,6 +60,7 @@ class ElectedLoop:
 
     async def _forever(self) -> None:
         while True:
+            started = time.monotonic()
             try:
                 if await self._run(lambda conn: take(conn, self.LEASE_NAME, self._holder)):
                     await self.round()
@@ -64,7 +69,8 @@ class ElectedLoop:
                 pass  # the database is away; try again next time
             except Exception:
                 self._log.exception("%s round failed", self.LEASE_NAME)
-            await asyncio.sleep(self._interval)
+            busy = time.monotonic() - started
+            await asyncio.sleep(max(self._interval, busy / self.MAX_DUTY_CYCLE - busy))
 
     async def round(self) -> dict[str, int]:
         raise NotImplementedError

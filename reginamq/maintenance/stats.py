@@ -1,7 +1,9 @@
 """The stats loop: refreshes the statistics tables and forgets what no route needs any more.
 
-Every ``interval`` seconds each broker process asks for the ``stats`` lease (a row of its
-own in ``rq_leader_leases``, independent of retention); the holder runs one refresh
+Every ``interval`` seconds (or less often, when a refresh takes more than a fifth of the
+time: its cost grows with the partitions it reads) each broker process asks for the
+``stats`` lease (a row of its own in ``rq_leader_leases``, independent of retention); the
+holder runs one refresh
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
 bounded purge steps: tombstones of deleted messages no pop can reach any more, and traces
 older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
@@ -28,6 +30,7 @@ def trace_retention_days() -> float:
 
 class StatsLoop(leader.ElectedLoop):
     LEASE_NAME = "stats"
+    MAX_DUTY_CYCLE = 0.2
 
     async def round(self) -> dict[str, int]:
         totals = {"queues": await self._run(stats.refresh), "tombstones": 0, "traces": 0}

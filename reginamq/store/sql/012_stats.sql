@@ -80,11 +80,12 @@ DECLARE
     v_dlq_until timestamptz;
     v_first     bool;
     v_n         int;
+    v_prev      timestamptz;
 BEGIN
     PERFORM pg_advisory_xact_lock(5391725843216617);  -- "rq stats"
     v_now := clock_timestamp();
     v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
-    SELECT s.dlq_until INTO v_dlq_from FROM rq_stats_state s WHERE s.id = 1;
+    SELECT s.dlq_until, s.refreshed_at INTO v_dlq_from, v_prev FROM rq_stats_state s WHERE s.id = 1;
     v_first := NOT FOUND;
     -- Dead letters are counted by failed_at a little behind now: an ack transaction stamped
     -- before this instant but not committed yet is counted by the next refresh.
@@ -97,12 +98,17 @@ BEGIN
         queue_id bigint, pushed bigint, popped bigint, acked bigint, failed bigint, dead bigint
     ) ON COMMIT DROP;
 
-    -- pushed: last_offset advances, read and remembered in one statement (one snapshot)
+    -- pushed: last_offset advances, read and remembered in one statement (one snapshot). Only
+    -- partitions written since the previous refresh can have advanced: last_write_at (which
+    -- lags a write by at most a second) finds them through its index, so a refresh does not
+    -- read a million idle partitions; the margin covers pushes committed late.
     WITH snap AS MATERIALIZED (
         SELECT p.id, p.queue_id, p.last_offset, s.last_offset AS prev
-        FROM rq_partitions p
+        FROM rq_queues q
+        JOIN rq_partitions p ON p.queue_id = q.id
         LEFT JOIN rq_stats_partitions s ON s.partition_id = p.id
         WHERE s.last_offset IS DISTINCT FROM p.last_offset
+          AND (v_prev IS NULL OR p.last_write_at >= v_prev - interval '30 seconds')
     ), remembered AS (
         INSERT INTO rq_stats_partitions AS s (partition_id, last_offset)
         SELECT id, last_offset FROM snap
@@ -210,11 +216,16 @@ BEGIN
             refreshed_at = EXCLUDED.refreshed_at;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
-    -- Forget what belongs to deleted queues, partitions and cursors, and old buckets.
+    -- Forget what belongs to deleted queues, partitions and cursors, and old buckets. The
+    -- snapshots are read in full for that, so only about every five minutes: a leftover row
+    -- until then costs nothing but its bytes.
     DELETE FROM rq_stats_totals t WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = t.queue_id);
-    DELETE FROM rq_stats_partitions s WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = s.partition_id);
-    DELETE FROM rq_stats_cursors s WHERE NOT EXISTS (
-        SELECT 1 FROM rq_consumers c WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group);
+    IF v_prev IS NULL OR floor(extract(epoch FROM v_now) / 300) <> floor(extract(epoch FROM v_prev) / 300) THEN
+        DELETE FROM rq_stats_partitions s
+        WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = s.partition_id);
+        DELETE FROM rq_stats_cursors s WHERE NOT EXISTS (
+            SELECT 1 FROM rq_consumers c WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group);
+    END IF;
     DELETE FROM rq_stats s WHERE s.bucket < v_now - make_interval(secs => p_keep_seconds);
 
     INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at) VALUES (1, v_dlq_until, v_now)
