@@ -58,6 +58,23 @@ async def create_and_consume(url: str, queue: str, partitions: int, push_batch: 
         await asyncio.wait_for(asyncio.gather(*(consumer() for _ in range(concurrency))), timeout=3600)
 
 
+async def wildcard_pop_ms(url: str, queue: str, rounds: int = 30) -> tuple[float, float]:
+    """The cost of finding work among all these partitions: push one message to one partition
+    (an old one, so the recent-writes index does not hand it over for free), then time the
+    wildcard pop that must find it, as a client sees it. Median and worst, in ms."""
+    timings = []
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        for n in range(rounds):
+            await http.post("/api/v1/push", json={"items": [{"queue": queue, "partition": f"p-{n * 7919}",
+                                                             "payload": n}]})
+            started = time.monotonic()
+            answer = await http.get(f"/api/v1/pop/queue/{queue}", params={"batch": 10, "autoAck": "true"})
+            timings.append((time.monotonic() - started) * 1000)
+            assert answer.status_code == 200, answer.status_code
+    timings.sort()
+    return timings[len(timings) // 2], timings[-1]
+
+
 async def sizes(database_url: str) -> tuple[dict[str, asyncpg.Record], list[asyncpg.Record]]:
     conn = await asyncpg.connect(database_url)
     try:
@@ -115,6 +132,8 @@ async def main() -> None:
         started = time.monotonic()
         await create_and_consume(broker.url, "cost", args.partitions, args.push_batch, args.concurrency)
         print(f"{args.partitions:,} partitions created and consumed in {time.monotonic() - started:.0f} s")
+        median, worst = await wildcard_pop_ms(broker.url, "cost")
+        print(f"wildcard pop finding one message among them: median {median:.1f} ms, worst {worst:.1f} ms")
         booked, idle = await refresh_seconds(broker.database_url)
         print(f"statistics refresh: {booked * 1000:.0f} ms booking the load, {idle * 1000:.0f} ms with nothing new")
         print("before VACUUM:")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,6 +119,10 @@ def test_an_outage_buffers_pushes_on_disk_and_replays_them_in_order(tmp_path):
         assert [item["status"] for item in during.json()] == ["buffered", "buffered"]
         popped_during = httpx.get(f"{url}/api/v1/pop/queue/h", timeout=30)
         assert popped_during.status_code == 503 and "error" in popped_during.json()
+        scrape = httpx.get(f"{url}/metrics/prometheus", timeout=30)  # monitoring sees the outage
+        assert scrape.status_code == 200 and "reginamq_database_up 0.0" in scrape.text
+        assert re.search(r"^reginamq_spool_waiting_bytes [1-9]", scrape.text, re.M)
+        assert re.search(r"^reginamq_spool_buffered_messages\{pid=\"\d+\"\} 2\.0$", scrape.text, re.M)
         server.start()
         deadline = time.monotonic() + 30
         while httpx.get(f"{url}/health", timeout=30).status_code != 200:

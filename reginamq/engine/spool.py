@@ -94,6 +94,12 @@ class Spool:
                 os.close(fd)
         self._log_fd = self._drain_fd = None
 
+    def waiting_bytes(self) -> int:
+        """Bytes of the node's spool not replayed yet (a gauge: 0 in normal operation)."""
+        if self._log_fd is None:
+            return 0
+        return max(0, os.fstat(self._log_fd).st_size - self._replayed())
+
     def pending(self) -> bool:
         """Whether anything waits in the node's spool (written by any process)."""
         return self._log_fd is not None and os.fstat(self._log_fd).st_size > 0

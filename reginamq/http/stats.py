@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reginamq import __version__
 from reginamq.engine import stats
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
@@ -86,16 +86,17 @@ async def refresh(broker: Broker, request: Request) -> responses.Response:
                                 "refreshedAt": stats.stamp(datetime.now(UTC))})
 
 
-def _pool(broker: Broker) -> dict:
+def _process(broker: Broker) -> dict:
+    """This process's database pool, and the node's spool (pushes waiting for the database)."""
     pool = broker.pool
-    if pool is None:
-        return {"size": 0, "idle": 0, "max": 0}
-    return {"size": pool.get_size(), "idle": pool.get_idle_size(), "max": pool.get_max_size()}
+    sizes = ((0, 0, 0) if pool is None else (pool.get_size(), pool.get_idle_size(), pool.get_max_size()))
+    return {"pid": os.getpid(), "pool": dict(zip(("size", "idle", "max"), sizes, strict=True)),
+            "spool": {"waitingBytes": broker.spool.waiting_bytes(), "bufferedMessages": broker.spool.buffered}}
 
 
 async def metrics_json(broker: Broker, request: Request) -> responses.Response:
     body = await broker.run(stats.snapshot)
-    body["process"] = {"pid": os.getpid(), "pool": _pool(broker)}
+    body["process"] = _process(broker)
     body["version"] = __version__
     return responses.json(200, body)
 
@@ -103,10 +104,19 @@ async def metrics_json(broker: Broker, request: Request) -> responses.Response:
 class _Snapshot:
     """A one-shot collector: the database snapshot and this process's pool as metric families."""
 
-    def __init__(self, snapshot: dict, pool: dict):
-        self._snapshot, self._pool = snapshot, pool
+    def __init__(self, snapshot: dict, process: dict):
+        self._snapshot, self._process = snapshot, process
 
     def collect(self):
+        up = GaugeMetricFamily("reginamq_database_up", "1 when this process reached PostgreSQL for this scrape")
+        up.add_metric([], 0 if self._snapshot is None else 1)
+        yield up
+        yield from self._process_families()
+        if self._snapshot is not None:
+            yield from self._queue_families()
+            yield from self._retention()
+
+    def _queue_families(self):
         counters = {key: CounterMetricFamily(f"reginamq_messages_{name}", help_text, labels=["queue"])
                     for key, name, help_text in (
                         ("pushed", "pushed", "Messages pushed"),
@@ -135,14 +145,23 @@ class _Snapshot:
             group_lag.add_metric([g["queue"], g["consumerGroup"]], g["backlog"])
         yield from counters.values()
         yield from (depth, lag, dlq, partitions, group_lag)
-        yield from self._retention()
-        pid = str(os.getpid())
+
+    def _process_families(self):
+        pid = str(self._process["pid"])
         for key, help_text in (("size", "Open database connections"), ("idle", "Idle database connections"),
                                ("max", "Maximum database connections")):
             family = GaugeMetricFamily(f"reginamq_db_pool_{key}", f"{help_text} of this process",
                                        labels=["pid"])
-            family.add_metric([pid], self._pool[key])
+            family.add_metric([pid], self._process["pool"][key])
             yield family
+        spool = self._process["spool"]
+        waiting = GaugeMetricFamily("reginamq_spool_waiting_bytes",
+                                    "Bytes of pushes in the node's spool waiting for the database (0 normally)")
+        waiting.add_metric([], spool["waitingBytes"])
+        buffered = GaugeMetricFamily("reginamq_spool_buffered_messages",
+                                     "Messages this process spooled that are not replayed yet", labels=["pid"])
+        buffered.add_metric([pid], spool["bufferedMessages"])
+        yield from (waiting, buffered)
 
     def _retention(self):
         """What retention deleted. ``evicted`` counts the messages some reader had not consumed
@@ -170,9 +189,14 @@ def _latency_registry():
 
 
 async def metrics_prometheus(broker: Broker, request: Request) -> responses.Response:
-    snapshot = await broker.run(stats.snapshot)
+    """Answered even with the database away: then the queue families are left out and
+    ``reginamq_database_up`` is 0, while the spool gauges say what waits on disk."""
+    try:
+        snapshot = await broker.run(stats.snapshot)
+    except Unavailable:
+        snapshot = None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(snapshot, _pool(broker)))
+    registry.register(_Snapshot(snapshot, _process(broker)))
     return responses.text(200, generate_latest(registry) + generate_latest(_latency_registry()),
                           PROMETHEUS_CONTENT_TYPE)
 

@@ -84,6 +84,10 @@ async def test_metrics_json_and_prometheus(http, queue):
     assert re.search(rf'^reginamq_queue_depth\{{queue="{queue}"\}} 4\.0$', text, re.M)
     assert "# TYPE reginamq_request_duration_seconds histogram" in text
     assert re.search(r"^reginamq_db_pool_max\{pid=\"\d+\"\} \d", text, re.M)
+    assert re.search(r"^reginamq_database_up 1\.0$", text, re.M)
+    assert re.search(r"^reginamq_spool_waiting_bytes 0\.0$", text, re.M)
+    assert re.search(r"^reginamq_spool_buffered_messages\{pid=\"\d+\"\} 0\.0$", text, re.M)
+    assert body["process"]["spool"] == {"waitingBytes": 0, "bufferedMessages": 0}
 
 
 async def test_unknown_queue_is_404(http, queue):

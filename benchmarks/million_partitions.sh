@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Queen's million-partition run (shared/seeds/000), scaled to the machine: one queue, a space of
+# partitions none of which exists at the start, a window of 1,000 active partitions rotating so
+# that every partition is created during the run, wildcard pops, explicit async acks, completed
+# retention with parallel workers, deduplication off. Then the same pop shape's cost and the
+# bytes a partition costs.
+#
+#   benchmarks/million_partitions.sh            # 1,000,000 partitions: ~28 min + 10 min on the completed space
+#   benchmarks/million_partitions.sh --small    # 100,000 partitions, about 3 minutes
+#
+# RATE and PUSH_BATCH set the load (default 4,800 msg/s in pushes of 8: 600 pushes a second, one
+# partition each, so a window of 1,000 partitions is covered every 1.67 s). Everything runs on
+# 127.0.0.1 with an embedded PostgreSQL in a temporary folder, removed at the end.
+set -euo pipefail
+
+SPACE=1000000
+COMPLETED_SECONDS=600
+if [[ "${1:-}" == "--small" ]]; then
+    SPACE=100000
+    COMPLETED_SECONDS=60
+fi
+RATE=${RATE:-4800}
+PUSH_BATCH=${PUSH_BATCH:-8}
+ACTIVE=1000
+PUSHES_PER_SECOND=$(python3 -c "print($RATE / $PUSH_BATCH)")
+ROTATE=$(python3 -c "print(round($ACTIVE / $PUSHES_PER_SECOND, 4))")
+COVER=$(python3 -c "print(int($SPACE / $ACTIVE * $ROTATE))")
+DURATION=$((COVER + COMPLETED_SECONDS))
+PORT=${PORT:-6812}
+WORK=$(mktemp -d -t reginamq-partitions-XXXXXX)
+DB="postgresql://postgres@/postgres?host=$WORK/pg"
+
+echo "space=$SPACE active=$ACTIVE rotate=${ROTATE}s rate=$RATE push-batch=$PUSH_BATCH:" \
+     "space covered in ${COVER}s, then ${COMPLETED_SECONDS}s on the completed space; work folder $WORK"
+REGINAMQ_LOG_LEVEL=warning reginamq serve --host 127.0.0.1 --port "$PORT" --workers 2 \
+    --data-dir "$WORK/pg" --retention-parallelism 4 > "$WORK/broker.log" 2>&1 &
+BROKER=$!
+cleanup() {
+    kill "$BROKER" 2>/dev/null && wait "$BROKER" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break
+    sleep 0.5
+done
+
+reginamq bench --url "http://127.0.0.1:$PORT" --database-url "$DB" --queue partitions \
+    --rate "$RATE" --push-batch "$PUSH_BATCH" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE" \
+    --pop-partitions 100 --completed-retention 60 --dedup-window 0 --duration "$DURATION" --report 10 \
+    --json "${JSON:-partitions-run.json}"
+
+python3 - "$DB" <<'EOF'
+import asyncio, sys, time
+import asyncpg
+
+async def main(url):
+    conn = await asyncpg.connect(url)
+    partitions = await conn.fetchval("SELECT count(*) FROM rq_partitions")
+    core = await conn.fetchval("SELECT pg_total_relation_size('rq_partitions') + pg_total_relation_size('rq_consumers')")
+    stats = await conn.fetchval("SELECT pg_total_relation_size('rq_stats_partitions') + pg_total_relation_size('rq_stats_cursors')")
+    print(f"{partitions:,} partitions: partition + cursor {core / partitions:.0f} bytes each "
+          f"(Queen 1.0: 641); statistics snapshots {stats / partitions:.0f} bytes each")
+    started = time.monotonic()
+    await conn.execute("SELECT rq_stats_refresh(10, 86400)")
+    print(f"statistics refresh: {(time.monotonic() - started) * 1000:.0f} ms")
+    await conn.close()
+
+asyncio.run(main(sys.argv[1]))
+EOF
