@@ -79,9 +79,10 @@ def _consume(database_url: str, batch: int, stop_at: float, results) -> None:
     async def main() -> None:
         from pgqueuer.db import AsyncpgDriver
         from pgqueuer.qm import QueueManager
+        from pgqueuer.queries import Queries
 
         conn = await asyncpg.connect(database_url)
-        manager = QueueManager(AsyncpgDriver(conn))
+        manager = QueueManager(Queries(AsyncpgDriver(conn)))
         latencies: list[float] = []
 
         @manager.entrypoint(ENTRYPOINT)
@@ -136,7 +137,6 @@ def main() -> None:
         database_url = server.start()
     try:
         asyncio.run(_install(database_url))
-        postgres = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
         context = multiprocessing.get_context("spawn")
         results = context.Queue()
         start = time.time() + 3.0
@@ -150,6 +150,8 @@ def main() -> None:
             process.start()
         own = [psutil.Process(p.pid) for p in producers + consumers]
         time.sleep(max(0.0, start - time.time()))
+        # every backend exists by now (the clients connected during the lead-in)
+        postgres = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
         pg_before, own_before = _cpu(postgres), _cpu(own)
         time.sleep(args.duration)
         pg_cpu, own_cpu = (_cpu(postgres) - pg_before) / args.duration, (_cpu(own) - own_before) / args.duration
