@@ -28,6 +28,8 @@ from pathlib import Path
 import asyncpg
 import psutil
 
+from reginamq.bench import system
+
 PAYLOAD_BYTES = 256
 STAMP = struct.Struct("!d")  # the scheduled instant, at the front of each payload
 ENTRYPOINT = "bench"
@@ -149,12 +151,11 @@ def main() -> None:
         for process in producers + consumers:
             process.start()
         own = [psutil.Process(p.pid) for p in producers + consumers]
+        pg_meter, own_meter = system.CpuMeter(system.all_postgres), system.CpuMeter(lambda: own)
         time.sleep(max(0.0, start - time.time()))
-        # every backend exists by now (the clients connected during the lead-in)
-        postgres = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
-        pg_before, own_before = _cpu(postgres), _cpu(own)
+        pg_meter.sample(), own_meter.sample()
         time.sleep(args.duration)
-        pg_cpu, own_cpu = (_cpu(postgres) - pg_before) / args.duration, (_cpu(own) - own_before) / args.duration
+        pg_cpu, own_cpu = pg_meter.sample()[0], own_meter.sample()[0]
         produced, lag, latencies = 0, 0.0, []
         for _ in producers + consumers:
             kind, *rest = results.get(timeout=args.drain + 120)
