@@ -174,15 +174,17 @@ async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
                              '{"retentionEnabled": true, "retentionSeconds": 1}')
         await own_db.execute(
             "INSERT INTO rq_partitions (queue_id, name, last_offset) SELECT q.id, 'p' || n, 0 "
-            "FROM rq_queues q, generate_series(1, 40) n WHERE q.name = $1", queue)
+            "FROM rq_queues q, generate_series(1, 80) n WHERE q.name = $1", queue)
         await own_db.execute(
             "INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads) "
             "SELECT p.id, 0, 0, now() - interval '1 minute', '{t}', '{x}' "
             "FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
         start, end = id_ranges(PARALLELISM)[1]
         position, steps = start, 0
-        while position is not None:  # a window of 7 partitions per step: several steps
-            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 7, 1000, 0, 1)", position, end)
+        # 80 random ids give a quarter range ~20 of them (fewer than 3: odds below one in a million);
+        # a window of 2 partitions per step makes that several steps
+        while position is not None:
+            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 0, 1)", position, end)
             position, steps = row["next_from"], steps + 1
         rows = await own_db.fetch(
             "SELECT p.id, p.log_start, EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id) AS kept "
