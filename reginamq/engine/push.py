@@ -105,11 +105,8 @@ async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size
         return {}
     seal(prepared, sealer, await sealer.encrypted_queues(conn))
     try:
-        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
-                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
+        rows = await _push(conn, prepared, enforce_max_size)
     except asyncpg.PostgresError as error:
-        if error.sqlstate == QUEUE_FULL:
-            raise QueueFull(orjson.loads(error.detail)) from None
         if error.sqlstate != UNSEALED:
             raise
         # A queue was encrypted since this process last looked: look again, seal, and (outside
@@ -118,9 +115,18 @@ async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size
             sealer.forget()
             raise Unavailable("a queue of this push was just encrypted; send it again") from None
         seal(prepared, sealer, await sealer.encrypted_queues(conn, fresh=True))
-        rows = await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
-                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
+        rows = await _push(conn, prepared, enforce_max_size)
     return {row[0]: row[1] for row in rows}
+
+
+async def _push(conn, prepared: PreparedPush, enforce_max_size: bool):
+    try:
+        return await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
+    except asyncpg.PostgresError as error:
+        if error.sqlstate == QUEUE_FULL:
+            raise QueueFull(orjson.loads(error.detail)) from None
+        raise
 
 
 def seal(prepared: PreparedPush, sealer: Sealer, encrypted: frozenset[str]) -> None:

@@ -20,6 +20,8 @@ DECLARE
     v_fresh   bool[];
     v_locked  bigint;
     v_full    jsonb;
+    v_plaintext_for_encrypted bool;
+    v_size_limited bool;
 BEGIN
     -- Provision what the push names, only when an existence check misses.
     INSERT INTO rq_queues (name, namespace, task, options)
@@ -38,19 +40,18 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = t.pname)
     ON CONFLICT (queue_id, name) DO NOTHING;
 
-    -- Resolve each item's partition and dedup window once, in item order.
-    SELECT array_agg(p.id ORDER BY t.ord), array_agg(q.dedup_window_seconds ORDER BY t.ord)
-    INTO v_pids, v_windows
-    FROM unnest(p_queue, p_partition) WITH ORDINALITY AS t(qname, pname, ord)
+    -- Resolve each item's partition and dedup window once, in item order, and in the same
+    -- pass what the queue options below need (no further lookups for an ordinary push).
+    -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
+    -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
+    SELECT array_agg(p.id ORDER BY t.ord), array_agg(q.dedup_window_seconds ORDER BY t.ord),
+           bool_or(CASE WHEN q.encryption_enabled THEN get_byte(t.payload, 43) <> 0 END), bool_or(q.max_size > 0)
+    INTO v_pids, v_windows, v_plaintext_for_encrypted, v_size_limited
+    FROM unnest(p_queue, p_partition, p_payload) WITH ORDINALITY AS t(qname, pname, payload, ord)
     JOIN rq_queues q ON q.name = t.qname
     JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.pname;
 
-    -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
-    -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
-    IF EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.encryption_enabled)
-       AND EXISTS (SELECT 1 FROM unnest(p_queue, p_payload) AS t(qname, payload)
-                   JOIN rq_queues q ON q.name = t.qname
-                   WHERE q.encryption_enabled AND get_byte(t.payload, 43) <> 0) THEN
+    IF v_plaintext_for_encrypted THEN
         RAISE EXCEPTION 'plaintext payload for an encrypted queue' USING ERRCODE = 'RQ428';
     END IF;
 
@@ -91,7 +92,7 @@ BEGIN
     -- lock, so no cycle), and a push that would go past the limit is refused whole: the
     -- exception rolls back everything this call (or its transaction bundle) wrote.
     -- Unconsumed: beyond the slowest cursor of the partition (or its log start without one).
-    IF p_enforce_max_size AND EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.max_size > 0) THEN
+    IF p_enforce_max_size AND v_size_limited THEN
         PERFORM pg_advisory_xact_lock(1366, q.id::int)
         FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.max_size > 0 ORDER BY q.id;
         SELECT jsonb_agg(jsonb_build_object('queue', f.name, 'maxSize', f.max_size, 'size', f.size,
