@@ -19,6 +19,7 @@ import asyncpg
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.fusion import PushFusion
+from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.pop import FillWaits, SweepPositions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
@@ -49,7 +50,8 @@ _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 class Broker:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.waiters = Waiters(on_config_change=self._forget_options)
+        self.hot = HotPartitions()
+        self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot)
         self.pool: asyncpg.Pool | None = None
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)

@@ -9,7 +9,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import asyncpg
+import msgspec
 import orjson
+
+from reginamq.engine import push
+from reginamq.engine.sealing import Sealer
 
 
 async def push_partitions(http, queue, names):
@@ -89,3 +94,32 @@ async def test_among_20000_partitions_a_wildcard_pop_finds_the_one_with_data(htt
     response = await http.get(f"/api/v1/pop/queue/{queue}", params={"consumerGroup": "g"})
     assert response.status_code == 200
     assert [(m["partition"], m["data"]) for m in response.json()["messages"]] == [("p07777", "p07777")]
+
+
+async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
+    """rq_pop with the broker's hints (engine/hotlist.py): a pending partition outside the
+    1,024 most recently written, with the sweep off, is found through its hint alone."""
+    queue = f"d-{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(database_url)
+    try:
+        await push.write(conn, push.prepare([push.PushItem(queue=queue, partition="old", payload=msgspec.Raw(b"1"))]),
+                         Sealer())
+        newer = [push.PushItem(queue=queue, partition=f"p{n:04d}", payload=msgspec.Raw(b"2")) for n in range(1100)]
+        await push.write(conn, push.prepare(newer), Sealer())
+        await conn.execute("UPDATE rq_partitions SET last_write_at = now() + interval '1 minute' "
+                           "WHERE name <> 'old' AND queue_id = (SELECT id FROM rq_queues WHERE name = $1)", queue)
+        ids = dict(await conn.fetch("SELECT p.name, p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                                    "WHERE q.name = $1", queue))
+
+        async def pop(hints: list) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT partition_name FROM rq_pop($1, NULL, NULL, NULL, '__QUEUE_MODE__', 2000, 2000, true, 0,"
+                " gen_random_uuid(), 'all', NULL, NULL, NULL, false, $2, now(), false) WHERE partition_id IS NOT NULL",
+                queue, hints)
+            return [row[0] for row in rows]
+
+        assert len(await pop([ids[f"p{n:04d}"] for n in range(1100)])) == 1100  # the newer ones, by hint
+        assert await pop([]) == []  # "old" is not among the 1,024 most recent and the sweep is off
+        assert await pop([ids["p0007"], ids["old"]]) == ["old"]  # a stale hint is skipped
+    finally:
+        await conn.close()

@@ -84,13 +84,17 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
         conn = await asyncpg.connect(target)
         try:
             tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rq_%'")}
-            # an older version whose rq_push returned something else: an upgrade must replace it
-            await conn.execute("DROP FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool)")
+            # an older version: rq_push with another signature and return type, and the current
+            # signature returning something else; an upgrade must replace both
             await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool) "
+                               "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
+            await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
+            await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
                                "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
             await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
             assert await apply_schema(target) is True
-            returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{t}', "
+            assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
+            returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
                                         "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
             assert returned == []  # the current function: a fresh push answers no duplicates
         finally:

@@ -13,6 +13,7 @@ import asyncpg
 import msgspec
 
 from reginamq.engine import push
+from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 
@@ -48,5 +49,28 @@ async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url
         assert not theirs.done()
         waiters.close()
         assert theirs.result() is False  # shutting down answers everyone, empty
+    finally:
+        await waiters.stop()
+
+
+async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_url):
+    hot = HotPartitions()
+    waiters = Waiters(hot=hot)
+    await waiters.listen(database_url)
+    try:
+        await wait_listening(waiters)
+        queue = f"w-{uuid.uuid4().hex[:8]}"
+        assert hot.take(queue, "g", 1)[0] == []  # the reader registers with its first pop
+        parked = waiters.park(queue)
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(parked, 5) is True
+        conn = await asyncpg.connect(database_url)
+        try:
+            partition_id = await conn.fetchval(
+                "SELECT p.id::text FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        finally:
+            await conn.close()
+        assert hot.take(queue, "g", 1)[0] == [partition_id]
+        assert hot.take(queue, "other", 1)[0] == []  # a reader that registered later saw no push
     finally:
         await waiters.stop()

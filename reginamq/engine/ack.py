@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import msgspec
 
 from reginamq.engine.errors import BadRequest
@@ -81,6 +83,7 @@ async def write(conn, prepared: PreparedAcks) -> list[dict]:
         return []
     rows = await conn.fetch(ACK_SQL, prepared.groups, prepared.partitions, prepared.txids,
                             prepared.leases, prepared.statuses, prepared.errors)
+    rows.sort(key=itemgetter(0))  # rq_ack answers cursor by cursor
     return [
         {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
          "leaseReleased": row[3], "dlq": row[4], "noop": row[5]}

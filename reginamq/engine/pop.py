@@ -15,9 +15,12 @@ from datetime import datetime
 
 import orjson
 
+from reginamq.engine.hotlist import HotPartitions
+
 POP_SQL = (
-    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name "
-    "FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name, "
+    "swept, hints_left::text[] FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
+    "$17, $18)"
 )
 READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
 FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
@@ -43,32 +46,36 @@ class PopRequest:
 
 
 SWEEP_PAUSE = 1.0
+MAX_SWEEP_PAUSE = 16.0
 NO_POSITION = (None, None)  # a sweep position is (queue id, partition name): see rq_pop_sweep
 
 
 class SweepPositions(dict):
     """Per process: where each (queue or namespace/task, group)'s backlog sweep stopped, and
-    when it may sweep next. After a pop that found nothing the sweep pauses for a second, so
-    idle pollers do not walk a large queue over and over; after a pop that found work it may
-    sweep at once. Losing this state (a restart) only restarts a sweep from the beginning."""
+    when it may sweep next. A sweep that found work may go on at once (a backlog is being
+    read; what the pop could not take comes back as hints); one that found nothing pauses the
+    next, for a second and then twice as long each time up to :data:`MAX_SWEEP_PAUSE`, so
+    that idle pollers and consumers that keep up do not walk a large queue over and over.
+    Losing this state (a restart) only restarts a sweep from the beginning."""
 
     @staticmethod
     def key(request: PopRequest) -> tuple:
         return request.queue, request.namespace, request.task, request.group
 
     def position(self, key: tuple) -> tuple[object, bool]:
-        position, next_sweep = self.get(key, (NO_POSITION, 0.0))
+        position, next_sweep, _pause = self.get(key, (NO_POSITION, 0.0, 0.0))
         return position, time.monotonic() >= next_sweep
 
-    def record(self, key: tuple, position, found: bool, swept: bool) -> None:
-        """Only a pop that was allowed to sweep and found nothing starts the pause: if every
-        empty pop pushed it on, pollers faster than the pause would never sweep again."""
-        if found:
-            self[key] = (position, 0.0)
-        elif swept:
-            self[key] = (position, time.monotonic() + SWEEP_PAUSE)
+    def record(self, key: tuple, position, swept: bool | None) -> None:
+        """``swept``: None if the pop did not sweep, else whether its sweep found work."""
+        _, next_sweep, pause = self.get(key, (NO_POSITION, 0.0, 0.0))
+        if swept is True:
+            self[key] = (position, 0.0, 0.0)
+        elif swept is False:
+            pause = min(max(2 * pause, SWEEP_PAUSE), MAX_SWEEP_PAUSE)
+            self[key] = (position, time.monotonic() + pause, pause)
         else:
-            self[key] = (position, self.get(key, (NO_POSITION, 0.0))[1])
+            self[key] = (position, next_sweep, pause)
 
 
 class FillWaits:
@@ -98,7 +105,7 @@ class FillWaits:
 async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> bytes | None:
     """Deliver messages or, once the wait is over, ``None`` (an empty pop).
 
-    ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``,
+    ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
     ``fill_waits``, ``sealer`` and ``run(call)``, which executes a database call with the
     broker's retry and error mapping.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
@@ -130,10 +137,20 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             lease_id = str(uuid.uuid4())
             key = SweepPositions.key(request)
             sweep_from, may_sweep = sweeps.position(key)
-            rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep: conn.fetch(
-                POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep))
-            found = bool(rows) and rows[0][1] is not None
-            sweeps.record(key, (rows[0][6], rows[0][7]) if rows else sweep_from, found, may_sweep)
+            hints, since, scan = _hints(broker.hot, request)
+            try:
+                rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep,
+                                 hints=hints, since=since, scan=scan: conn.fetch(
+                    POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep, hints, since, scan))
+            except BaseException:
+                if hints:
+                    broker.hot.give_back(request.queue, request.group, hints)
+                raise
+            if rows:
+                sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8])
+                if rows[-1][1] is None:  # the last row without a message: see rq_pop
+                    broker.hot.give_back(request.queue, request.group, rows.pop()[9])
+            found = bool(rows)
             if found:
                 if request.queue is not None and _took_all_it_could(rows, request):
                     waiters.wake(request.queue)  # there may be more work: let the next poller look
@@ -155,6 +172,13 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
     watched = {parked} if client_gone is None else {parked, client_gone}
     done, _ = await asyncio.wait(watched, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     return bool(done)
+
+
+def _hints(hot: HotPartitions, request: PopRequest) -> tuple[list[str], datetime | None, bool]:
+    """Hints for a wildcard pop of one queue; other pops look up their candidates in full."""
+    if request.queue is None or request.partition is not None:
+        return [], None, True
+    return hot.take(request.queue, request.group, request.partitions)
 
 
 def _took_all_it_could(rows, request: PopRequest) -> bool:

@@ -20,7 +20,7 @@ from reginamq.engine.sealing import Sealer
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6::jsonb, $7)"
+PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6, $7::jsonb, $8)"
 QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 
@@ -119,9 +119,18 @@ async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size
     return {row[0]: row[1] for row in rows}
 
 
+def pairs(prepared: PreparedPush) -> tuple[list[str], list[str], list[int]]:
+    """The distinct (queue, partition) pairs of a push and each item's pair (1-based), so that
+    rq_push looks every name up once per pair, not once per message."""
+    index: dict[tuple[str, str], int] = {}
+    groups = [index.setdefault(pair, len(index) + 1)
+              for pair in zip(prepared.queues, prepared.partitions, strict=True)]
+    return [queue for queue, _ in index], [partition for _, partition in index], groups
+
+
 async def _push(conn, prepared: PreparedPush, enforce_max_size: bool):
     try:
-        return await conn.fetch(PUSH_SQL, prepared.queues, prepared.partitions, prepared.txids,
+        return await conn.fetch(PUSH_SQL, *pairs(prepared), prepared.txids,
                                 prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
     except asyncpg.PostgresError as error:
         if error.sqlstate == QUEUE_FULL:

@@ -1,9 +1,11 @@
 """Long-poll wake-ups: parked pops wait here, holding no database connection.
 
-A push's transaction ends with ``pg_notify('rq_push', queue)``; every broker process LISTENs
-on one connection and wakes the pops parked on that queue, so a push on any worker process or
-node wakes a waiter at once. Notifications are hints only: a waiter that misses one still
-re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
+A push's transaction ends with ``pg_notify('rq_push', queue + "\n" + partition ids)``; every
+broker process LISTENs on one connection and wakes the pops parked on that queue, so a push on
+any worker process or node wakes a waiter at once, and hands the partition ids to the
+process's hot list (hotlist.py), where wildcard pops look first. Notifications are hints
+only: a waiter that misses one still re-checks on its own back-off schedule, so a lost hint
+costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured), so what a process caches
 about queue options is dropped everywhere at once rather than when it ages out.
 """
@@ -18,6 +20,8 @@ from collections.abc import Callable
 
 import asyncpg
 
+from reginamq.engine.hotlist import HotPartitions
+
 log = logging.getLogger("reginamq.waiters")
 CHANNEL = "rq_push"
 # A queue's options changed (configure): processes drop what they cache about options.
@@ -26,8 +30,10 @@ ANY_QUEUE = "*"
 
 
 class Waiters:
-    def __init__(self, on_config_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, on_config_change: Callable[[], None] = lambda: None,
+                 hot: HotPartitions | None = None) -> None:
         self._on_config_change = on_config_change
+        self._hot = hot
         # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
         self._parked: dict[str, dict[asyncio.Future, None]] = {}
         self._listener: asyncpg.Connection | None = None
@@ -110,6 +116,8 @@ class Waiters:
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
                 self._wake_all()
                 self._on_config_change()
+                if self._hot is not None:
+                    self._hot.forget()
                 await lost
             except asyncio.CancelledError:
                 raise
@@ -118,7 +126,10 @@ class Waiters:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    def _on_notify(self, _conn, _pid, _channel, queue: str) -> None:
+    def _on_notify(self, _conn, _pid, _channel, payload: str) -> None:
+        queue, _, partitions = payload.partition("\n")
+        if partitions and self._hot is not None:
+            self._hot.pushed(queue, partitions.split(","))
         self.wake(queue)
 
     def _on_config(self, _conn, _pid, _channel, _queue: str) -> None:

@@ -1,11 +1,14 @@
--- Push: one call per request (or per transaction's push operation).
+-- Push: one call per request (or per fused flush of requests, or a transaction's push).
+-- The (queue, partition) pairs a push names come once each (p_queue, p_partition); every item
+-- points at its pair (p_group, 1-based), so names are looked up once per pair, not per item.
 -- Items arrive in request order, already free of in-request duplicates. Queues and partitions
 -- a push names are created on first sight; partitions are locked in ascending id order (the
--- order acks also use), so concurrent pushes never deadlock. Each (partition) group becomes
+-- order acks also use), so concurrent pushes never deadlock. Each partition's items become
 -- one segment row. Returns the items that were duplicates, with the original message id.
 CREATE OR REPLACE FUNCTION rq_push(
     p_queue      text[],
     p_partition  text[],
+    p_group      int[],
     p_txid       text[],
     p_msg_id     uuid[],
     p_payload    bytea[],
@@ -15,12 +18,15 @@ CREATE OR REPLACE FUNCTION rq_push(
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz;
+    v_group_pids    uuid[];
+    v_group_windows int[];
+    v_group_sealed  bool[];
     v_pids    uuid[];
     v_windows int[];
+    v_item_queues text[];
     v_fresh   bool[];
     v_locked  bigint;
     v_full    jsonb;
-    v_plaintext_for_encrypted bool;
     v_size_limited bool;
 BEGIN
     -- Provision what the push names, only when an existence check misses.
@@ -34,24 +40,31 @@ BEGIN
     ON CONFLICT (name) DO NOTHING;
 
     INSERT INTO rq_partitions (queue_id, name)
-    SELECT DISTINCT q.id, t.pname
-    FROM unnest(p_queue, p_partition) AS t(qname, pname)
-    JOIN rq_queues q ON q.name = t.qname
-    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = t.pname)
+    SELECT DISTINCT q.id, g.pname
+    FROM unnest(p_queue, p_partition) AS g(qname, pname)
+    JOIN rq_queues q ON q.name = g.qname
+    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)
     ON CONFLICT (queue_id, name) DO NOTHING;
 
-    -- Resolve each item's partition and dedup window once, in item order, and in the same
-    -- pass what the queue options below need (no further lookups for an ordinary push).
+    -- Resolve each pair's partition, dedup window and the queue options below need, once.
+    SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.dedup_window_seconds ORDER BY g.ord),
+           array_agg(coalesce(q.encryption_enabled, false) ORDER BY g.ord), bool_or(q.max_size > 0)
+    INTO v_group_pids, v_group_windows, v_group_sealed, v_size_limited
+    FROM unnest(p_queue, p_partition) WITH ORDINALITY AS g(qname, pname, ord)
+    JOIN rq_queues q ON q.name = g.qname
+    JOIN rq_partitions p ON p.queue_id = q.id AND p.name = g.pname;
+    IF cardinality(v_group_pids) IS DISTINCT FROM cardinality(p_queue) THEN
+        -- the idle cleanup deleted a partition between the two statements above: retry whole
+        RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
+    END IF;
+    v_pids := ARRAY(SELECT v_group_pids[g] FROM unnest(p_group) g);
+    v_windows := ARRAY(SELECT v_group_windows[g] FROM unnest(p_group) g);
+
     -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
     -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
-    SELECT array_agg(p.id ORDER BY t.ord), array_agg(q.dedup_window_seconds ORDER BY t.ord),
-           bool_or(CASE WHEN q.encryption_enabled THEN get_byte(t.payload, 43) <> 0 END), bool_or(q.max_size > 0)
-    INTO v_pids, v_windows, v_plaintext_for_encrypted, v_size_limited
-    FROM unnest(p_queue, p_partition, p_payload) WITH ORDINALITY AS t(qname, pname, payload, ord)
-    JOIN rq_queues q ON q.name = t.qname
-    JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.pname;
-
-    IF v_plaintext_for_encrypted THEN
+    IF true = ANY (v_group_sealed) AND EXISTS (
+            SELECT 1 FROM unnest(p_group, p_payload) AS t(g, payload)
+            WHERE v_group_sealed[t.g] AND get_byte(t.payload, 43) <> 0) THEN
         RAISE EXCEPTION 'plaintext payload for an encrypted queue' USING ERRCODE = 'RQ428';
     END IF;
 
@@ -59,9 +72,8 @@ BEGIN
     -- lookups above (rq_retention_step, 007_maintenance.sql) is missing here: the call is
     -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
     SELECT count(*) INTO v_locked FROM (
-        SELECT 1 FROM rq_partitions WHERE id = ANY (v_pids) ORDER BY id FOR UPDATE) l;
-    IF cardinality(v_pids) IS DISTINCT FROM cardinality(p_queue)
-       OR v_locked < (SELECT count(DISTINCT u) FROM unnest(v_pids) u) THEN
+        SELECT 1 FROM rq_partitions WHERE id = ANY (v_group_pids) ORDER BY id FOR UPDATE) l;
+    IF v_locked < (SELECT count(DISTINCT u) FROM unnest(v_group_pids) u) THEN
         RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
     END IF;
     v_now := clock_timestamp();  -- after the lock: monotone per partition
@@ -84,7 +96,7 @@ BEGIN
         INTO v_fresh
         FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
     ELSE
-        v_fresh := array_fill(true, ARRAY[cardinality(p_queue)]);
+        v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
     END IF;
 
     -- maxSize: a queue holds at most that many unconsumed messages. Pushes to such a queue
@@ -93,6 +105,7 @@ BEGIN
     -- exception rolls back everything this call (or its transaction bundle) wrote.
     -- Unconsumed: beyond the slowest cursor of the partition (or its log start without one).
     IF p_enforce_max_size AND v_size_limited THEN
+        v_item_queues := ARRAY(SELECT p_queue[g] FROM unnest(p_group) g);
         PERFORM pg_advisory_xact_lock(1366, q.id::int)
         FROM rq_queues q WHERE q.name = ANY (p_queue) AND q.max_size > 0 ORDER BY q.id;
         SELECT jsonb_agg(jsonb_build_object('queue', f.name, 'maxSize', f.max_size, 'size', f.size,
@@ -104,7 +117,7 @@ BEGIN
                                         coalesce((SELECT min(c.committed) FROM rq_consumers c
                                                   WHERE c.partition_id = p.id), p.log_start - 1))), 0)
                     FROM rq_partitions p WHERE p.queue_id = q.id) AS size
-            FROM (SELECT t.qname, count(*) AS incoming FROM unnest(p_queue, v_fresh) AS t(qname, fresh)
+            FROM (SELECT t.qname, count(*) AS incoming FROM unnest(v_item_queues, v_fresh) AS t(qname, fresh)
                   WHERE t.fresh GROUP BY t.qname) n
             JOIN rq_queues q ON q.name = n.qname
             WHERE q.max_size > 0
@@ -135,8 +148,13 @@ BEGIN
     FROM bumped b JOIN items i ON i.pid = b.id
     GROUP BY b.id, b.base_offset, b.end_offset;
 
-    PERFORM pg_notify('rq_push', s.qname)
-    FROM (SELECT DISTINCT t.qname FROM unnest(p_queue, v_fresh) AS t(qname, fresh) WHERE t.fresh) s;
+    -- Wake-ups and hints (engine/waiters.py, engine/hotlist.py): the queue, a newline and the
+    -- partitions written, 150 to a notification (a payload holds 8,000 bytes).
+    PERFORM pg_notify('rq_push', w.qname || E'\n' || string_agg(w.pid::text, ','))
+    FROM (SELECT g.qname, g.pid, (row_number() OVER (PARTITION BY g.qname ORDER BY g.pid) - 1) / 150 AS chunk
+          FROM (SELECT DISTINCT p_queue[t.g] AS qname, v_group_pids[t.g] AS pid
+                FROM unnest(p_group, v_fresh) AS t(g, fresh) WHERE t.fresh) g) w
+    GROUP BY w.qname, w.chunk;
 
     -- Only duplicates come back (with the id of the message already stored): the broker
     -- minted every other id itself.

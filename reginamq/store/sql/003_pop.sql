@@ -15,43 +15,73 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
 $$;
 
 -- Wildcard candidates without reading every partition of the queue (a queue may hold a
--- million): partitions of this group whose lease has expired (an index on expiring leases),
--- then pending partitions among the most recently written ones (an index on last_write_at).
--- Pending = data beyond the group's cursor and no live lease. Random order spreads pollers.
-CREATE OR REPLACE FUNCTION rq_pop_candidates(p_qids bigint[], p_group text, p_limit int)
+-- million): partitions of this group whose lease has expired (an index on expiring leases) ...
+CREATE OR REPLACE FUNCTION rq_pop_expired(p_qids bigint[], p_group text, p_limit int)
 RETURNS uuid[] LANGUAGE sql STABLE AS $$
     SELECT ARRAY(
-        SELECT id FROM (
-            (SELECT c.partition_id AS id
-             FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id
-             WHERE c.consumer_group = p_group AND c.span_end IS NOT NULL AND c.lease_expires_at <= now()
-               AND p.queue_id = ANY (p_qids) AND p.last_offset > c.committed
-             LIMIT p_limit)
-            UNION
-            (SELECT r.id
-             FROM unnest(p_qids) AS qid
-             CROSS JOIN LATERAL (SELECT p.id, p.last_offset, p.log_start FROM rq_partitions p
-                                 WHERE p.queue_id = qid
-                                 ORDER BY p.last_write_at DESC NULLS LAST LIMIT 1024) r
-             LEFT JOIN rq_consumers c ON c.partition_id = r.id AND c.consumer_group = p_group
-             WHERE r.last_offset >= r.log_start
-               AND (c.partition_id IS NULL
-                    OR (r.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
-             LIMIT p_limit)
-        ) found
-        ORDER BY random()
+        SELECT c.partition_id
+        FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id
+        WHERE c.consumer_group = p_group AND c.span_end IS NOT NULL AND c.lease_expires_at <= now()
+          AND p.queue_id = ANY (p_qids) AND p.last_offset > c.committed
         LIMIT p_limit)
 $$;
 
--- When neither finds anything: the sweep. It walks the queues' partitions in (queue, name)
+-- ... and pending partitions among the most recently written ones (an index on last_write_at).
+-- Pending = data beyond the group's cursor and no live lease. Random order spreads pollers.
+CREATE OR REPLACE FUNCTION rq_pop_recent(p_qids bigint[], p_group text, p_limit int)
+RETURNS uuid[] LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT id FROM (
+            SELECT r.id
+            FROM unnest(p_qids) AS qid
+            CROSS JOIN LATERAL (SELECT p.id, p.last_offset, p.log_start FROM rq_partitions p
+                                WHERE p.queue_id = qid
+                                ORDER BY p.last_write_at DESC NULLS LAST LIMIT 1024) r
+            LEFT JOIN rq_consumers c ON c.partition_id = r.id AND c.consumer_group = p_group
+            WHERE r.last_offset >= r.log_start
+              AND (c.partition_id IS NULL
+                   OR (r.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+            LIMIT p_limit
+        ) found
+        ORDER BY random())
+$$;
+
+CREATE OR REPLACE FUNCTION rq_pop_candidates(p_qids bigint[], p_group text, p_limit int)
+RETURNS uuid[] LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT DISTINCT ON (id) id
+        FROM unnest(rq_pop_expired(p_qids, p_group, p_limit) || rq_pop_recent(p_qids, p_group, p_limit)) id
+        LIMIT p_limit)
+$$;
+
+-- The broker's hints (engine/hotlist.py: partitions recent pushes announced) that are pending
+-- for this group, in the order given. Costs two key lookups a hint, however large the queue.
+CREATE OR REPLACE FUNCTION rq_pop_hinted(p_qids bigint[], p_group text, p_hints uuid[])
+RETURNS uuid[] LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(
+        SELECT h.id
+        FROM unnest(p_hints) WITH ORDINALITY AS h(id, ord)
+        JOIN rq_partitions p ON p.id = h.id
+        LEFT JOIN rq_consumers c ON c.partition_id = h.id AND c.consumer_group = p_group
+        WHERE p.queue_id = ANY (p_qids) AND p.last_offset >= p.log_start
+          AND (c.partition_id IS NULL
+               OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+        ORDER BY h.ord)
+$$;
+
+-- When nothing else finds work: the sweep. It walks the queues' partitions in (queue, name)
 -- order -- the order of the index that makes names unique, so the sweep costs no index of its
 -- own -- from where the caller's last sweep stopped (exclusive), 2,048 at a time, for pending
--- partitions written long ago (a group reading an old backlog). Returns the candidates and
+-- partitions written long ago (a group reading an old backlog). Partitions written since
+-- p_before are left out: the broker's hints announced them (engine/hotlist.py), so a sweep
+-- that finds work is a backlog being read (the broker lets the next pop sweep at once), not
+-- consumers that keep up meeting data announced a moment later. Queues with delayed
+-- processing or a window buffer are swept whole: a pop drops a hint that came too early. Returns the candidates and
 -- where the next sweep starts: just before the first candidate (it is found again if it is
 -- not claimed now), or after the window when it held none; NULL once the walk wrapped around.
 CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
-                                        p_limit int, OUT candidates uuid[], OUT next_queue bigint,
-                                        OUT next_name text)
+                                        p_limit int, p_before timestamptz, OUT candidates uuid[],
+                                        OUT next_queue bigint, OUT next_name text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_ids    uuid[];
@@ -69,8 +99,11 @@ BEGIN
     SELECT array_agg(k.id ORDER BY k.ord), min(k.ord) INTO candidates, v_first
     FROM (SELECT w.id, w.ord FROM unnest(v_ids) WITH ORDINALITY AS w(id, ord)
           JOIN rq_partitions p ON p.id = w.id
+          JOIN rq_queues q ON q.id = p.queue_id
           LEFT JOIN rq_consumers c ON c.partition_id = w.id AND c.consumer_group = p_group
           WHERE p.last_offset >= p.log_start
+            AND (p_before IS NULL OR p.last_write_at < p_before
+                 OR q.delayed_processing > 0 OR q.window_buffer > 0)  -- a hint may be early for these
             AND (c.partition_id IS NULL
                  OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
           ORDER BY w.ord LIMIT p_limit) k;
@@ -103,9 +136,13 @@ CREATE OR REPLACE FUNCTION rq_pop(
     p_sub_from        timestamptz,
     p_sweep_queue     bigint,
     p_sweep_name      text,
-    p_may_sweep       bool
+    p_may_sweep       bool,
+    p_hints           uuid[],
+    p_hinted_since    timestamptz,
+    p_scan            bool
 ) RETURNS TABLE (queue_name text, partition_id uuid, partition_name text, created_at timestamptz,
-                 attempt int, payloads bytea[], sweep_queue bigint, sweep_name text)
+                 attempt int, payloads bytea[], sweep_queue bigint, sweep_name text, swept bool,
+                 hints_left uuid[])
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queue_mode bool := p_group = '__QUEUE_MODE__';
@@ -126,6 +163,9 @@ DECLARE
     v_delivered bool := false;
     v_window   int;
     v_live     bigint;
+    v_hinted   uuid[] := '{}';
+    v_exit_ord bigint;
+    v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
 BEGIN
     -- A named group registers its durable subscription on every queue it first reads.
     IF NOT v_queue_mode THEN
@@ -152,20 +192,40 @@ BEGIN
         v_cands := ARRAY(SELECT p.id FROM rq_partitions p
                          WHERE p.queue_id = ANY (v_qids) AND p.name = p_partition);
     ELSE
-        v_cands := rq_pop_candidates(v_qids, p_group, greatest(64, p_max_partitions * 4));
-        -- A bounded number of sweep windows per pop (an idle million-partition queue must
-        -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
-        FOR v_window IN 1 .. 8 LOOP
-            EXIT WHEN cardinality(v_cands) > 0 OR NOT p_may_sweep;
-            SELECT s.candidates, s.next_queue, s.next_name INTO v_cands, v_sweep_queue, v_sweep_name
-            FROM rq_pop_sweep(v_qids, p_group, v_sweep_queue, v_sweep_name, greatest(64, p_max_partitions * 4)) s;
-            EXIT WHEN v_sweep_queue IS NULL AND p_sweep_queue IS NULL;
-        END LOOP;
+        -- Expired leases and the broker's hints first: both cost what they find. The lookup of
+        -- recent writes, whose cost grows with the active partitions, runs when the broker
+        -- asks (p_scan: once a second per reader, see engine/hotlist.py), so that nothing waits
+        -- behind a stream of hinted work; what it finds then goes first. The sweep runs when
+        -- nothing else found work, paced by the broker (engine/pop.py), over partitions
+        -- written before the hints began (p_hinted_since; NULL: all).
+        v_cands := rq_pop_expired(v_qids, p_group, greatest(64, p_max_partitions * 4));
+        IF cardinality(p_hints) > 0 THEN
+            v_hinted := rq_pop_hinted(v_qids, p_group, p_hints);
+            v_cands := v_cands || v_hinted;
+        END IF;
+        IF p_scan THEN
+            v_cands := ARRAY(SELECT id FROM unnest(rq_pop_recent(v_qids, p_group, greatest(64, p_max_partitions * 4))
+                                                   || v_cands) WITH ORDINALITY AS k(id, ord)
+                             GROUP BY id ORDER BY min(ord));
+            v_hinted := v_cands;  -- what this pop does not get to goes back as hints
+        END IF;
+        IF cardinality(v_cands) = 0 AND p_may_sweep THEN
+            -- A bounded number of sweep windows per pop (an idle million-partition queue must
+            -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
+            FOR v_window IN 1 .. 8 LOOP
+                SELECT s.candidates, s.next_queue, s.next_name INTO v_cands, v_sweep_queue, v_sweep_name
+                FROM rq_pop_sweep(v_qids, p_group, v_sweep_queue, v_sweep_name, greatest(64, p_max_partitions * 4),
+                                  p_hinted_since) s;
+                EXIT WHEN cardinality(v_cands) > 0 OR (v_sweep_queue IS NULL AND p_sweep_queue IS NULL);
+            END LOOP;
+            v_swept := cardinality(v_cands) > 0;
+            v_hinted := v_cands;  -- what this pop does not get to goes back as hints
+        END IF;
     END IF;
 
     FOR v_cand IN
         SELECT p.id, p.name, p.log_start, p.last_offset, q.name AS qname, q.id AS qid,
-               q.lease_time, q.delayed_processing, q.ttl_seconds
+               q.lease_time, q.delayed_processing, q.ttl_seconds, k.ord
         FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
         JOIN rq_partitions p ON p.id = k.id
         JOIN rq_queues q ON q.id = p.queue_id
@@ -173,7 +233,10 @@ BEGIN
           AND (q.window_buffer = 0 OR p.last_write_at <= now() - make_interval(secs => q.window_buffer))
         ORDER BY k.ord
     LOOP
-        EXIT WHEN v_claimed >= p_max_partitions OR v_budget <= 0;
+        IF v_claimed >= p_max_partitions OR v_budget <= 0 THEN
+            v_exit_ord := v_cand.ord;
+            EXIT;
+        END IF;
 
         SELECT * INTO v_cur FROM rq_consumers c
         WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group
@@ -277,7 +340,7 @@ BEGIN
         SELECT v_cand.qname, v_cand.id, v_cand.name, s.created_at, v_attempt,
                s.payloads[(greatest(s.base_offset, v_from) - s.base_offset + 1)
                           :(least(s.end_offset, v_to) - s.base_offset + 1)],
-               v_sweep_queue, v_sweep_name
+               v_sweep_queue, v_sweep_name, v_swept, NULL::uuid[]
         FROM rq_segments s
         WHERE s.partition_id = v_cand.id
           AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
@@ -290,10 +353,18 @@ BEGIN
         v_claimed := v_claimed + 1;
     END LOOP;
 
-    IF NOT v_delivered AND (v_sweep_queue, v_sweep_name) IS DISTINCT FROM (p_sweep_queue, p_sweep_name) THEN
-        -- nothing to deliver, but the sweep moved: hand its position back
+    -- Pending hints (or sweep finds) the pop did not get to (its limits were reached first) go
+    -- back to the broker; the others were claimed, or are leased (their ack announces them).
+    IF v_exit_ord IS NOT NULL AND cardinality(v_hinted) > 0 THEN
+        v_hinted := ARRAY(SELECT k.id FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
+                          WHERE k.ord >= v_exit_ord AND k.id = ANY (v_hinted));
+    ELSE
+        v_hinted := '{}';
+    END IF;
+    IF cardinality(v_hinted) > 0 OR (NOT v_delivered AND v_swept IS NOT NULL) THEN
+        -- a last row without a message: where the sweep stands, and the hints handed back
         RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
-                            NULL::bytea[], v_sweep_queue, v_sweep_name;
+                            NULL::bytea[], v_sweep_queue, v_sweep_name, v_swept, v_hinted;
     END IF;
 END;
 $$;

@@ -4,7 +4,7 @@
 -- Rules: a later completed offset implicitly completes the silent ones below it; the cursor
 -- stops below the lowest retry/failed offset; a failure charges the retry budget once per
 -- delivery and, once it is spent, dead-letters (or drops) the failed message; acking the whole
--- leased span releases the lease.
+-- leased span releases the lease. Rows come back cursor by cursor, not in item order.
 CREATE TYPE rq_ack_outcome AS (item int, success bool, error text, lease_released bool, dlq bool, noop bool);
 
 -- One acknowledgement after resolution: its offset in the deliverable range (NULL when the
@@ -35,25 +35,28 @@ DECLARE
     v_n          int;
     v_committed  bigint;
     v_released   bool;
-    v_results    rq_ack_outcome[] := '{}';
 BEGIN
+    -- The acknowledgements of each (partition, group) gathered once, so every step below reads
+    -- only its own cursor's items however many cursors one call spans.
     FOR v_key IN
-        SELECT DISTINCT t.pid, t.grp
-        FROM unnest(p_partition, p_group) AS t(pid, grp)
+        SELECT t.pid, t.grp, array_agg((t.ord - 1)::int ORDER BY t.ord) AS items,
+               array_agg(t.txid ORDER BY t.ord) AS txids, array_agg(t.lease ORDER BY t.ord) AS leases,
+               array_agg(t.status ORDER BY t.ord) AS statuses, array_agg(t.err ORDER BY t.ord) AS errs
+        FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
+             WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
+        GROUP BY t.pid, t.grp
         ORDER BY t.pid, t.grp
     LOOP
         SELECT * INTO v_cur FROM rq_consumers c
         WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp FOR UPDATE;
         IF NOT FOUND THEN
-            v_results := v_results || ARRAY(
-                SELECT ROW((t.ord - 1)::int, false,
-                           'no delivery to acknowledge for this partition and consumer group', false, false, false
-                       )::rq_ack_outcome
-                FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
-                WHERE t.pid = v_key.pid AND t.grp = v_key.grp);
+            RETURN QUERY
+            SELECT i, false, 'no delivery to acknowledge for this partition and consumer group', false, false, false
+            FROM unnest(v_key.items) AS i;
             CONTINUE;
         END IF;
-        SELECT q.id, q.retry_limit, q.dlq_enabled, coalesce(q.retry_delay_ms, 0) AS retry_delay_ms INTO v_queue
+        SELECT q.id, q.name, q.retry_limit, q.dlq_enabled, coalesce(q.retry_delay_ms, 0) AS retry_delay_ms,
+               p.last_offset INTO v_queue
         FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = v_key.pid;
 
         v_live := v_cur.span_end IS NOT NULL AND v_cur.lease_expires_at > now();
@@ -83,16 +86,15 @@ BEGIN
                              CASE WHEN a.lease_ok THEN (v_offsets ->> a.txid)::bigint END,
                              a.status, a.err)::rq_ack_resolved ORDER BY a.item)
         INTO v_acks
-        FROM (SELECT (t.ord - 1)::int AS item, t.txid, t.status, t.err,
+        FROM (SELECT t.item, t.txid, t.status, t.err,
                      t.lease IS NULL OR (v_live AND t.lease = v_cur.lease_id) AS lease_ok
-              FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
-                   WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
-              WHERE t.pid = v_key.pid AND t.grp = v_key.grp) a;
+              FROM unnest(v_key.items, v_key.txids, v_key.leases, v_key.statuses, v_key.errs)
+                   AS t(item, txid, lease, status, err)) a;
 
         -- Refused (foreign or stale lease) and unresolved acknowledgements answer now; an
         -- unresolved one whose message is already below the cursor is a no-op success.
-        v_results := v_results || ARRAY(
-            SELECT CASE
+        RETURN QUERY
+        SELECT (CASE
                 WHEN NOT a.lease_ok
                     THEN ROW(a.item, false, 'invalid or expired lease', false, false, false)::rq_ack_outcome
                 WHEN EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = v_key.pid
@@ -100,8 +102,8 @@ BEGIN
                     THEN ROW(a.item, true, NULL, false, false, true)::rq_ack_outcome
                 ELSE ROW(a.item, false, 'message not found in this partition''s deliverable range',
                          false, false, false)::rq_ack_outcome
-            END
-            FROM unnest(v_acks) a WHERE a.off IS NULL);
+            END).*
+        FROM unnest(v_acks) a WHERE a.off IS NULL;
 
         SELECT count(*), bool_or(a.status = 'failed')
         INTO v_n, v_failed FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
@@ -159,9 +161,10 @@ BEGIN
                 retry_count = CASE WHEN v_stop IS NULL THEN 0 ELSE v_cur.retry_count END,
                 retry_charged = false
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
-            IF (v_stop IS NULL AND v_committed < v_upper) OR (v_stop IS NOT NULL AND v_queue.retry_delay_ms = 0) THEN
-                -- something is deliverable again at once: wake parked pops
-                PERFORM pg_notify('rq_push', q.name) FROM rq_queues q WHERE q.id = v_queue.id;
+            IF (v_stop IS NULL AND v_committed < greatest(v_upper, v_queue.last_offset))
+               OR (v_stop IS NOT NULL AND v_queue.retry_delay_ms = 0) THEN
+                -- something is deliverable again at once: wake parked pops, hint the partition
+                PERFORM pg_notify('rq_push', v_queue.name || E'\n' || v_key.pid::text);
             END IF;
         ELSE
             UPDATE rq_consumers c
@@ -169,16 +172,11 @@ BEGIN
                 retry_count = v_cur.retry_count, retry_charged = v_cur.retry_charged
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         END IF;
-        v_results := v_results || ARRAY(
-            SELECT ROW(a.item, true, NULL, v_released,
-                       v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false
-                   )::rq_ack_outcome
-            FROM unnest(v_acks) a WHERE a.off IS NOT NULL);
+        RETURN QUERY
+        SELECT a.item, true, NULL::text, v_released,
+               v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false
+        FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
     END LOOP;
-
-    RETURN QUERY
-    SELECT r.item, r.success, r.error, r.lease_released, r.dlq, r.noop
-    FROM unnest(v_results) AS r ORDER BY r.item;
 END;
 $$;
 

@@ -169,7 +169,7 @@ BEGIN
     VALUES (p_partition, v_off, v_off, v_now, ARRAY[p_txid],
             ARRAY[convert_to('"id":"' || p_new_id::text || '"', 'UTF8') || substring(p_fragment FROM 44)]);
     SELECT q.name INTO v_queue FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = p_partition;
-    PERFORM pg_notify('rq_push', v_queue);
+    PERFORM pg_notify('rq_push', v_queue || E'\n' || p_partition::text);
     RETURN v_off;
 END;
 $$;

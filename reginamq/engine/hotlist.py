@@ -1,0 +1,116 @@
+"""Partitions with fresh data, per reader, so that a wildcard pop looks where the work is.
+
+Without it a wildcard pop finds work by reading indexes whose cost grows with what they must
+step over: the most recently written partitions (most of them already consumed) and a sweep of
+the whole queue. At a million partitions those lookups were most of PostgreSQL's work (the
+million-partition run in docs/benchmarks.md). Pushes announce the partitions they wrote in
+their ``rq_push`` notification (see waiters.py), every broker process hears it, and here each
+reader, a (queue, consumer group) that popped from this process recently, gets the partitions in
+arrival order. A pop hands the oldest few to rq_pop, which checks them first.
+
+These are hints, never the truth: a hint may be stale (another process's consumer already took
+the data) and rq_pop drops it. What the hints cannot have announced -- data written before a
+reader's hints began (a reader is created by its first pop, forgotten after a minute without
+one, and begins again when the listener reconnects or its list overflows) -- is left to the
+backlog sweep, which therefore skips what was written since (``since``, set a margin for
+clocks later, so that the sweep overlaps the hints rather than leaving a gap). rq_pop also
+looks up the recently written partitions once a second per reader, so that nothing outside
+the hints waits behind a steady stream of hinted work. Memory follows the active partitions:
+a reader that stops popping is forgotten, and each list is capped.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+MAX_HINTS_PER_READER = 65_536
+IDLE_READER_SECONDS = 60.0
+SCAN_INTERVAL = 1.0
+MAX_HINTS_PER_POP = 1_000
+CLOCK_MARGIN_SECONDS = 5.0  # broker and database clocks may differ by less than this
+
+
+class _Reader:
+    __slots__ = ("hints", "last_pop", "last_scan", "since")
+
+    def __init__(self) -> None:
+        self.hints: dict[str, None] = {}  # insertion-ordered set: the oldest hint first
+        self.last_pop = time.monotonic()
+        self.last_scan = 0.0
+        self.begin()
+
+    def begin(self) -> None:
+        """From now on the hints are complete; what was written before is the sweep's."""
+        self.since = time.time() + CLOCK_MARGIN_SECONDS  # later, not earlier: the sweep overlaps
+        self.last_scan = 0.0
+
+    def add(self, partition_ids) -> None:
+        hints = self.hints
+        for partition_id in partition_ids:
+            hints[partition_id] = None  # a partition already hinted keeps its place
+        if len(hints) > MAX_HINTS_PER_READER:
+            while len(hints) > MAX_HINTS_PER_READER:
+                del hints[next(iter(hints))]
+            self.begin()  # a dropped hint is the sweep's again
+
+
+class HotPartitions:
+    """Per process: {queue: {group: reader}}."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, dict[str, _Reader]] = {}
+        self._idle_checked = time.monotonic()
+
+    def pushed(self, queue: str, partition_ids: list[str]) -> None:
+        """Partitions of ``queue`` got data: every reader of the queue gets them as hints."""
+        readers = self._queues.get(queue)
+        if readers:
+            for reader in readers.values():
+                reader.add(partition_ids)
+
+    def take(self, queue: str, group: str, partitions: int) -> tuple[list[str], datetime, bool]:
+        """The oldest hints for a pop that may claim ``partitions`` partitions (removed: the pop
+        hands back those it did not get to), since when the hints are complete, and whether
+        this pop must also look up the recently written partitions (not done for this reader
+        in the last second)."""
+        now = time.monotonic()
+        if now - self._idle_checked >= IDLE_READER_SECONDS:
+            self._forget_idle(now)
+        readers = self._queues.setdefault(queue, {})
+        reader = readers.get(group)
+        if reader is None:
+            reader = readers[group] = _Reader()
+        reader.last_pop = now
+        hints = reader.hints
+        wanted = min(len(hints), max(8, 2 * partitions), MAX_HINTS_PER_POP)
+        taken = []
+        for _ in range(wanted):
+            partition_id = next(iter(hints))
+            del hints[partition_id]
+            taken.append(partition_id)
+        scan = now - reader.last_scan >= SCAN_INTERVAL
+        if scan:
+            reader.last_scan = now
+        return taken, datetime.fromtimestamp(reader.since, UTC), scan
+
+    def give_back(self, queue: str, group: str, partition_ids: list[str]) -> None:
+        """Hints a pop did not get to (its batch was full first): they stay, behind the others."""
+        reader = self._queues.get(queue, {}).get(group)
+        if reader is not None and partition_ids:
+            reader.add(partition_ids)
+
+    def forget(self) -> None:
+        """The listener reconnected: hints may have been missed, so they begin again."""
+        for readers in self._queues.values():
+            for reader in readers.values():
+                reader.begin()
+
+    def _forget_idle(self, now: float) -> None:
+        self._idle_checked = now
+        for queue in list(self._queues):
+            readers = self._queues[queue]
+            for group in [g for g, reader in readers.items() if now - reader.last_pop > IDLE_READER_SECONDS]:
+                del readers[group]
+            if not readers:
+                del self._queues[queue]

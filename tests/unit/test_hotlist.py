@@ -1,0 +1,85 @@
+"""The per-process hot list: arrival order, hand-back, caps and forgetting idle readers."""
+
+from __future__ import annotations
+
+from reginamq.engine import hotlist
+from reginamq.engine.hotlist import HotPartitions
+
+
+def test_hints_come_oldest_first_and_only_to_readers_that_popped():
+    hot = HotPartitions()
+    hot.pushed("q", ["before"])  # nobody reads q yet: nothing kept
+    assert hot.take("q", "g", 1)[::2] == ([], True)
+    hot.pushed("q", ["a", "b"])
+    hot.pushed("q", ["c", "a"])  # a partition hinted already keeps its place
+    taken, _, scan = hot.take("q", "g", 1)
+    assert taken == ["a", "b", "c"] and scan is False  # scanned a moment ago, on the first take
+    assert hot.take("q", "g", 1)[0] == []
+
+
+def test_a_pop_takes_at_least_eight_and_twice_its_partitions():
+    hot = HotPartitions()
+    hot.take("q", "g", 1)
+    hot.pushed("q", [f"p{n}" for n in range(100)])
+    assert hot.take("q", "g", 1)[0] == [f"p{n}" for n in range(8)]
+    assert hot.take("q", "g", 10)[0] == [f"p{n}" for n in range(8, 28)]
+
+
+def test_hints_handed_back_queue_behind_the_others():
+    hot = HotPartitions()
+    hot.take("q", "g", 1)
+    hot.pushed("q", ["a", "b", "c"])
+    taken, _, _ = hot.take("q", "g", 1)
+    hot.pushed("q", ["d"])
+    hot.give_back("q", "g", taken[1:])
+    assert hot.take("q", "g", 1)[0] == ["d", "b", "c"]
+
+
+def test_each_group_has_its_own_hints():
+    hot = HotPartitions()
+    hot.take("q", "g1", 1)
+    hot.take("q", "g2", 1)
+    hot.pushed("q", ["a"])
+    assert hot.take("q", "g1", 1)[0] == ["a"]
+    assert hot.take("q", "g2", 1)[0] == ["a"]
+
+
+def test_a_list_is_capped_by_dropping_the_oldest_and_the_sweep_takes_them_over(monkeypatch):
+    wall = [1_000_000.0]
+    monkeypatch.setattr(hotlist.time, "time", lambda: wall[0])
+    monkeypatch.setattr(hotlist, "MAX_HINTS_PER_READER", 3)
+    hot = HotPartitions()
+    since = hot.take("q", "g", 1)[1]
+    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS
+    wall[0] += 10
+    hot.pushed("q", ["a", "b", "c", "d", "e"])
+    taken, since, _ = hot.take("q", "g", 1)
+    assert taken == ["c", "d", "e"]
+    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS  # "a" and "b" are the sweep's
+
+
+def test_the_full_lookup_runs_once_a_second_and_after_a_reconnect(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(hotlist.time, "monotonic", lambda: now[0])
+    hot = HotPartitions()
+    assert hot.take("q", "g", 1)[2] is True
+    assert hot.take("q", "g", 1)[2] is False
+    now[0] += hotlist.SCAN_INTERVAL
+    assert hot.take("q", "g", 1)[2] is True
+    hot.forget()
+    assert hot.take("q", "g", 1)[2] is True
+
+
+def test_an_idle_reader_is_forgotten(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(hotlist.time, "monotonic", lambda: now[0])
+    hot = HotPartitions()
+    hot.take("q", "idle", 1)
+    hot.take("q", "busy", 1)
+    now[0] += hotlist.IDLE_READER_SECONDS / 2
+    hot.take("q", "busy", 1)
+    now[0] += hotlist.IDLE_READER_SECONDS / 2 + 1
+    hot.take("q", "busy", 1)  # the idle one is dropped here
+    hot.pushed("q", ["a"])
+    assert hot.take("q", "busy", 1)[0] == ["a"]
+    assert hot.take("q", "idle", 1)[0] == []  # it registers afresh, without the hint
