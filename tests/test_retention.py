@@ -348,3 +348,33 @@ async def test_the_database_stops_growing_under_steady_load(own_http, own_db, qu
     second = max(size for at, size in samples if at >= half)
     pushed_second_half = sum(n for at, n in pushed_bytes if at >= half)
     assert second - first < 0.4 * pushed_second_half, (first, second, pushed_second_half, samples)
+
+
+async def test_a_worker_walks_its_range_again_only_after_the_walk_period(database_url):
+    """A finished walk is not repeated at once: at a million partitions walking again at once
+    kept PostgreSQL busy with data not due yet. Steps are counted on the real database."""
+    from reginamq.maintenance import retention
+
+    steps = []
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=3)
+
+    async def run(call):
+        steps.append(1)
+        async with pool.acquire() as conn:
+            return await call(conn)
+
+    try:
+        loop = retention.RetentionLoop(run, interval=0.2, parallelism=2)
+        await loop.round()
+        walked = len(steps)
+        assert walked >= 2  # both workers walked their ranges (and the purges ran)
+        steps.clear()
+        await loop.round()
+        second = len(steps)
+        assert second < walked  # the workers rested; only the purges ran
+        await asyncio.sleep(retention.WALK_INTERVALS * 0.2)
+        steps.clear()
+        await loop.round()
+        assert len(steps) == walked  # walked again
+    finally:
+        await pool.close()

@@ -11,7 +11,8 @@ arrival order. A pop hands the oldest few to rq_pop, which checks them first.
 These are hints, never the truth: a hint may be stale (another process's consumer already took
 the data) and rq_pop drops it. What the hints cannot have announced -- data written before a
 reader's hints began (a reader is created by its first pop, forgotten after a minute without
-one, and begins again when the listener reconnects or its list overflows) -- is left to the
+one, and begins again when the listener reconnects, its list overflows or a notification
+names its queue but no partitions) -- is left to the
 backlog sweep, which therefore skips what was written since (``since``, set a margin for
 clocks later, so that the sweep overlaps the hints rather than leaving a gap). rq_pop also
 looks up the recently written partitions once a second per reader, so that nothing outside
@@ -99,6 +100,12 @@ class HotPartitions:
         reader = self._queues.get(queue, {}).get(group)
         if reader is not None and partition_ids:
             reader.add(partition_ids)
+
+    def changed(self, queue: str) -> None:
+        """Something of ``queue`` became deliverable without naming its partitions (a consumer
+        group sought backwards): its readers' hints begin again, so the sweep covers it all."""
+        for reader in self._queues.get(queue, {}).values():
+            reader.begin()
 
     def forget(self) -> None:
         """The listener reconnected: hints may have been missed, so they begin again."""

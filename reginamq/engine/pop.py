@@ -119,6 +119,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     recheck = FIRST_RECHECK
     fill_wait = await broker.fill_waits.seconds(run, request)
     fill_until = None
+    first_attempt = True
     while True:
         parked = waiters.park(request.queue) if request.wait else None
         try:
@@ -138,6 +139,14 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             key = SweepPositions.key(request)
             sweep_from, may_sweep = sweeps.position(key)
             hints, since, scan = _hints(broker.hot, request)
+            if not hints and not scan and first_attempt:
+                # The client may have just been answered a push whose announcement this
+                # process has not heard yet: hear everything committed so far, then look again.
+                if await waiters.sync(run):
+                    hints, since, scan = _hints(broker.hot, request)
+                else:
+                    scan = True
+            first_attempt = False
             try:
                 rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep,
                                  hints=hints, since=since, scan=scan: conn.fetch(

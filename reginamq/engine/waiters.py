@@ -7,7 +7,10 @@ process's hot list (hotlist.py), where wildcard pops look first. Notifications a
 only: a waiter that misses one still re-checks on its own back-off schedule, so a lost hint
 costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured), so what a process caches
-about queue options is dropped everywhere at once rather than when it ages out.
+about queue options is dropped everywhere at once rather than when it ages out, and
+``rq_sync``: PostgreSQL delivers notifications to a listener in commit order, so once a
+process hears a notification it sent itself, it has heard every one committed before --
+:meth:`Waiters.sync` is how a pop knows its hints include every push its client saw answered.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
+import os
 from collections.abc import Callable
 
 import asyncpg
@@ -27,6 +32,8 @@ CHANNEL = "rq_push"
 # A queue's options changed (configure): processes drop what they cache about options.
 CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
+SYNC_CHANNEL = "rq_sync"
+SYNC_TIMEOUT = 0.2
 
 
 class Waiters:
@@ -34,6 +41,8 @@ class Waiters:
                  hot: HotPartitions | None = None) -> None:
         self._on_config_change = on_config_change
         self._hot = hot
+        self._syncs: dict[str, asyncio.Future] = {}
+        self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
         # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
         self._parked: dict[str, dict[asyncio.Future, None]] = {}
         self._listener: asyncpg.Connection | None = None
@@ -112,6 +121,7 @@ class Waiters:
                 self._listener.add_termination_listener(functools.partial(_settle, lost))
                 await self._listener.add_listener(CHANNEL, self._on_notify)
                 await self._listener.add_listener(CONFIG_CHANNEL, self._on_config)
+                await self._listener.add_listener(SYNC_CHANNEL, self._on_sync)
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
                 self._wake_all()
@@ -128,12 +138,36 @@ class Waiters:
 
     def _on_notify(self, _conn, _pid, _channel, payload: str) -> None:
         queue, _, partitions = payload.partition("\n")
-        if partitions and self._hot is not None:
-            self._hot.pushed(queue, partitions.split(","))
+        if self._hot is not None:
+            if partitions:
+                self._hot.pushed(queue, partitions.split(","))
+            else:
+                self._hot.changed(queue)
         self.wake(queue)
 
     def _on_config(self, _conn, _pid, _channel, _queue: str) -> None:
         self._on_config_change()
+
+    async def sync(self, run) -> bool:
+        """Wait until this process has heard every notification committed before the call;
+        False if it could not tell (no listener, or no answer within SYNC_TIMEOUT)."""
+        if self._listener is None or self._listener.is_closed() or self._closing:
+            return False
+        token = next(self._sync_tokens)
+        heard = self._syncs[token] = asyncio.get_running_loop().create_future()
+        try:
+            await run(lambda conn: conn.execute("SELECT pg_notify($1, $2)", SYNC_CHANNEL, token))
+            await asyncio.wait_for(heard, SYNC_TIMEOUT)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._syncs.pop(token, None)
+
+    def _on_sync(self, _conn, _pid, _channel, token: str) -> None:
+        heard = self._syncs.get(token)
+        if heard is not None and not heard.done():
+            heard.set_result(None)
 
     def _wake_all(self) -> None:
         for key in list(self._parked):

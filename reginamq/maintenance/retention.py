@@ -9,7 +9,10 @@ segments deleted, one short transaction), deleting the segments no reader needs 
 with ``idle_days`` > 0, the partitions that are empty and idle. Then the deduplication keys
 whose window has passed go (``rq_dedup_purge_step``). Bounded steps keep each transaction
 short, so pushes and pops never queue behind a long delete; a worker that runs out of round
-time resumes where it stopped in the next round.
+time resumes where it stopped in the next round. A worker that finished its range starts
+the next walk of it only ``WALK_INTERVALS`` intervals after it started the last one: a walk
+costs a look at every partition that holds data, and at a million partitions walking again at
+once kept PostgreSQL busy with partitions whose data was not due yet.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ STEP_ROWS = 1_000
 WINDOW_PARTITIONS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
+WALK_INTERVALS = 3
 STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5, $6)"
 DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
 TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
@@ -47,6 +51,8 @@ class RetentionLoop(leader.ElectedLoop):
         super().__init__(run, interval)
         self._ranges = id_ranges(parallelism)
         self._positions = [start for start, _ in self._ranges]
+        self._walk_period = WALK_INTERVALS * interval
+        self._walk_started = [-self._walk_period] * parallelism
         self._idle_seconds = idle_days * 86_400
 
     async def round(self) -> dict[str, int]:
@@ -75,6 +81,10 @@ class RetentionLoop(leader.ElectedLoop):
         """One worker: steps over its range from where it stopped last, once round at most."""
         start, end = self._ranges[worker]
         counts = dict.fromkeys(COUNTERS, 0)
+        if self._positions[worker] == start:
+            if time.monotonic() - self._walk_started[worker] < self._walk_period:
+                return counts  # this range was walked a moment ago
+            self._walk_started[worker] = time.monotonic()
         while time.monotonic() < deadline:
             row = await self._run(lambda conn: conn.fetchrow(
                 STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, self._idle_seconds, worker))

@@ -83,3 +83,16 @@ def test_an_idle_reader_is_forgotten(monkeypatch):
     hot.pushed("q", ["a"])
     assert hot.take("q", "busy", 1)[0] == ["a"]
     assert hot.take("q", "idle", 1)[0] == []  # it registers afresh, without the hint
+
+
+def test_a_change_without_partitions_hands_the_queue_back_to_the_sweep(monkeypatch):
+    wall = [1_000_000.0]
+    monkeypatch.setattr(hotlist.time, "time", lambda: wall[0])
+    hot = HotPartitions()
+    hot.take("q", "g", 1)
+    hot.take("other", "g", 1)
+    wall[0] += 100
+    hot.changed("q")
+    _, since, scan = hot.take("q", "g", 1)
+    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS and scan is True
+    assert hot.take("other", "g", 1)[1].timestamp() == 1_000_000.0 + hotlist.CLOCK_MARGIN_SECONDS

@@ -153,13 +153,18 @@ BEGIN
         DELETE FROM rq_consumers c USING rq_partitions p
         WHERE p.queue_id = v_queue_id AND c.partition_id = p.id AND c.consumer_group = p_group;
         GET DIAGNOSTICS v_cursors = ROW_COUNT;
+        IF v_cursors > 0 THEN
+            PERFORM pg_notify('rq_push', p_queue);  -- the group may read it all again
+        END IF;
         IF p_metadata THEN
             DELETE FROM rq_consumer_groups g WHERE g.queue_id = v_queue_id AND g.name = p_group;
             GET DIAGNOSTICS v_subs = ROW_COUNT;
         END IF;
     ELSE
-        DELETE FROM rq_consumers c WHERE c.consumer_group = p_group;
-        GET DIAGNOSTICS v_cursors = ROW_COUNT;
+        WITH gone AS (DELETE FROM rq_consumers c WHERE c.consumer_group = p_group RETURNING c.partition_id)
+        SELECT count(*) INTO v_cursors FROM gone;
+        PERFORM pg_notify('rq_push', q.name) FROM rq_queues q
+        WHERE q.id IN (SELECT g.queue_id FROM rq_consumer_groups g WHERE g.name = p_group);
         IF p_metadata THEN
             DELETE FROM rq_consumer_groups g WHERE g.name = p_group;
             GET DIAGNOSTICS v_subs = ROW_COUNT;
