@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 import msgspec
 
 from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode
 
-ACK_SQL = "SELECT item, success, error, lease_released, dlq, noop FROM rq_ack($1, $2, $3, $4, $5, $6)"
+# rq_ack answers cursor by cursor; the answer goes in request order
+ACK_SQL = "SELECT item, success, error, lease_released, dlq, noop FROM rq_ack($1, $2, $3, $4, $5, $6) ORDER BY item"
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 MAX_ACKS_PER_REQUEST = 10_000
 MAX_ERROR_LENGTH = 8192
@@ -83,7 +82,6 @@ async def write(conn, prepared: PreparedAcks) -> list[dict]:
         return []
     rows = await conn.fetch(ACK_SQL, prepared.groups, prepared.partitions, prepared.txids,
                             prepared.leases, prepared.statuses, prepared.errors)
-    rows.sort(key=itemgetter(0))  # rq_ack answers cursor by cursor
     return [
         {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
          "leaseReleased": row[3], "dlq": row[4], "noop": row[5]}

@@ -38,7 +38,6 @@ class _Reader:
     def __init__(self) -> None:
         self.hints: dict[str, None] = {}  # insertion-ordered set: the oldest hint first
         self.last_pop = time.monotonic()
-        self.last_scan = 0.0
         self.begin()
 
     def begin(self) -> None:
@@ -109,9 +108,8 @@ class HotPartitions:
 
     def forget(self) -> None:
         """The listener reconnected: hints may have been missed, so they begin again."""
-        for readers in self._queues.values():
-            for reader in readers.values():
-                reader.begin()
+        for queue in self._queues:
+            self.changed(queue)
 
     def _forget_idle(self, now: float) -> None:
         self._idle_checked = now

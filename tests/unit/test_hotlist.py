@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reginamq.engine import hotlist
 from reginamq.engine.hotlist import HotPartitions
+
+
+@pytest.fixture
+def now(monkeypatch) -> list[float]:
+    """The monotonic clock hotlist reads, moved by hand: ``now[0] += seconds``."""
+    clock = [100.0]
+    monkeypatch.setattr(hotlist.time, "monotonic", lambda: clock[0])
+    return clock
+
+
+@pytest.fixture
+def wall(monkeypatch) -> list[float]:
+    """The wall clock hotlist reads (``since``), moved by hand."""
+    clock = [1_000_000.0]
+    monkeypatch.setattr(hotlist.time, "time", lambda: clock[0])
+    return clock
 
 
 def test_hints_come_oldest_first_and_only_to_readers_that_popped():
@@ -44,9 +62,7 @@ def test_each_group_has_its_own_hints():
     assert hot.take("q", "g2", 1)[0] == ["a"]
 
 
-def test_a_list_is_capped_by_dropping_the_oldest_and_the_sweep_takes_them_over(monkeypatch):
-    wall = [1_000_000.0]
-    monkeypatch.setattr(hotlist.time, "time", lambda: wall[0])
+def test_a_list_is_capped_by_dropping_the_oldest_and_the_sweep_takes_them_over(monkeypatch, wall):
     monkeypatch.setattr(hotlist, "MAX_HINTS_PER_READER", 3)
     hot = HotPartitions()
     since = hot.take("q", "g", 1)[1]
@@ -58,9 +74,7 @@ def test_a_list_is_capped_by_dropping_the_oldest_and_the_sweep_takes_them_over(m
     assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS  # "a" and "b" are the sweep's
 
 
-def test_the_full_lookup_runs_once_a_second_and_after_a_reconnect(monkeypatch):
-    now = [100.0]
-    monkeypatch.setattr(hotlist.time, "monotonic", lambda: now[0])
+def test_the_full_lookup_runs_once_a_second_and_after_a_reconnect(now):
     hot = HotPartitions()
     assert hot.take("q", "g", 1)[2] is True
     assert hot.take("q", "g", 1)[2] is False
@@ -70,9 +84,7 @@ def test_the_full_lookup_runs_once_a_second_and_after_a_reconnect(monkeypatch):
     assert hot.take("q", "g", 1)[2] is True
 
 
-def test_an_idle_reader_is_forgotten(monkeypatch):
-    now = [100.0]
-    monkeypatch.setattr(hotlist.time, "monotonic", lambda: now[0])
+def test_an_idle_reader_is_forgotten(now):
     hot = HotPartitions()
     hot.take("q", "idle", 1)
     hot.take("q", "busy", 1)
@@ -85,9 +97,7 @@ def test_an_idle_reader_is_forgotten(monkeypatch):
     assert hot.take("q", "idle", 1)[0] == []  # it registers afresh, without the hint
 
 
-def test_a_change_without_partitions_hands_the_queue_back_to_the_sweep(monkeypatch):
-    wall = [1_000_000.0]
-    monkeypatch.setattr(hotlist.time, "time", lambda: wall[0])
+def test_a_change_without_partitions_hands_the_queue_back_to_the_sweep(wall):
     hot = HotPartitions()
     hot.take("q", "g", 1)
     hot.take("other", "g", 1)

@@ -57,8 +57,9 @@ BEGIN
         -- the idle cleanup deleted a partition between the two statements above: retry whole
         RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
     END IF;
-    v_pids := ARRAY(SELECT v_group_pids[g] FROM unnest(p_group) g);
-    v_windows := ARRAY(SELECT v_group_windows[g] FROM unnest(p_group) g);
+    SELECT array_agg(v_group_pids[t.g] ORDER BY t.ord), array_agg(v_group_windows[t.g] ORDER BY t.ord)
+    INTO v_pids, v_windows
+    FROM unnest(p_group) WITH ORDINALITY AS t(g, ord);
 
     -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
     -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
@@ -73,7 +74,7 @@ BEGIN
     -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
     SELECT count(*) INTO v_locked FROM (
         SELECT 1 FROM rq_partitions WHERE id = ANY (v_group_pids) ORDER BY id FOR UPDATE) l;
-    IF v_locked < (SELECT count(DISTINCT u) FROM unnest(v_group_pids) u) THEN
+    IF v_locked < cardinality(v_group_pids) THEN  -- the pairs are distinct, so are their partitions
         RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
     END IF;
     v_now := clock_timestamp();  -- after the lock: monotone per partition

@@ -76,8 +76,8 @@ $$;
 -- p_before are left out: the broker's hints announced them (engine/hotlist.py), so a sweep
 -- that finds work is a backlog being read (the broker lets the next pop sweep at once), not
 -- consumers that keep up meeting data announced a moment later. Queues with delayed
--- processing or a window buffer are swept whole: a pop drops a hint that came too early. Returns the candidates and
--- where the next sweep starts: just before the first candidate (it is found again if it is
+-- processing or a window buffer are swept whole: a pop drops a hint that came too early.
+-- Returns the candidates and where the next sweep starts: just before the first candidate (it is found again if it is
 -- not claimed now), or after the window when it held none; NULL once the walk wrapped around.
 CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
                                         p_limit int, p_before timestamptz, OUT candidates uuid[],
@@ -163,7 +163,8 @@ DECLARE
     v_delivered bool := false;
     v_window   int;
     v_live     bigint;
-    v_hinted   uuid[] := '{}';
+    v_limit    int := greatest(64, p_max_partitions * 4);  -- candidates a lookup returns
+    v_returnable uuid[] := '{}';  -- candidates that go back to the broker if not reached
     v_exit_ord bigint;
     v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
 BEGIN
@@ -198,28 +199,27 @@ BEGIN
         -- behind a stream of hinted work; what it finds then goes first. The sweep runs when
         -- nothing else found work, paced by the broker (engine/pop.py), over partitions
         -- written before the hints began (p_hinted_since; NULL: all).
-        v_cands := rq_pop_expired(v_qids, p_group, greatest(64, p_max_partitions * 4));
+        v_cands := rq_pop_expired(v_qids, p_group, v_limit);
         IF cardinality(p_hints) > 0 THEN
-            v_hinted := rq_pop_hinted(v_qids, p_group, p_hints);
-            v_cands := v_cands || v_hinted;
+            v_returnable := rq_pop_hinted(v_qids, p_group, p_hints);
+            v_cands := v_cands || v_returnable;
         END IF;
         IF p_scan THEN
-            v_cands := ARRAY(SELECT id FROM unnest(rq_pop_recent(v_qids, p_group, greatest(64, p_max_partitions * 4))
-                                                   || v_cands) WITH ORDINALITY AS k(id, ord)
+            v_cands := ARRAY(SELECT id FROM unnest(rq_pop_recent(v_qids, p_group, v_limit) || v_cands)
+                                            WITH ORDINALITY AS k(id, ord)
                              GROUP BY id ORDER BY min(ord));
-            v_hinted := v_cands;  -- what this pop does not get to goes back as hints
+            v_returnable := v_cands;
         END IF;
         IF cardinality(v_cands) = 0 AND p_may_sweep THEN
             -- A bounded number of sweep windows per pop (an idle million-partition queue must
             -- stay cheap); a long poll's re-checks carry the sweep on from where it stopped.
             FOR v_window IN 1 .. 8 LOOP
                 SELECT s.candidates, s.next_queue, s.next_name INTO v_cands, v_sweep_queue, v_sweep_name
-                FROM rq_pop_sweep(v_qids, p_group, v_sweep_queue, v_sweep_name, greatest(64, p_max_partitions * 4),
-                                  p_hinted_since) s;
+                FROM rq_pop_sweep(v_qids, p_group, v_sweep_queue, v_sweep_name, v_limit, p_hinted_since) s;
                 EXIT WHEN cardinality(v_cands) > 0 OR (v_sweep_queue IS NULL AND p_sweep_queue IS NULL);
             END LOOP;
             v_swept := cardinality(v_cands) > 0;
-            v_hinted := v_cands;  -- what this pop does not get to goes back as hints
+            v_returnable := v_cands;
         END IF;
     END IF;
 
@@ -355,16 +355,16 @@ BEGIN
 
     -- Pending hints (or sweep finds) the pop did not get to (its limits were reached first) go
     -- back to the broker; the others were claimed, or are leased (their ack announces them).
-    IF v_exit_ord IS NOT NULL AND cardinality(v_hinted) > 0 THEN
-        v_hinted := ARRAY(SELECT k.id FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
-                          WHERE k.ord >= v_exit_ord AND k.id = ANY (v_hinted));
+    IF v_exit_ord IS NOT NULL THEN
+        v_returnable := ARRAY(SELECT k.id FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
+                              WHERE k.ord >= v_exit_ord AND k.id = ANY (v_returnable));
     ELSE
-        v_hinted := '{}';
+        v_returnable := '{}';
     END IF;
-    IF cardinality(v_hinted) > 0 OR (NOT v_delivered AND v_swept IS NOT NULL) THEN
+    IF cardinality(v_returnable) > 0 OR (NOT v_delivered AND v_swept IS NOT NULL) THEN
         -- a last row without a message: where the sweep stands, and the hints handed back
         RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
-                            NULL::bytea[], v_sweep_queue, v_sweep_name, v_swept, v_hinted;
+                            NULL::bytea[], v_sweep_queue, v_sweep_name, v_swept, v_returnable;
     END IF;
 END;
 $$;
