@@ -11,9 +11,10 @@ import itertools
 import json
 import random
 
+import httpx
 import pytest
 
-from reginamq.bench.config import BenchConfig
+from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
 from reginamq.bench.session import run_session
 from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
@@ -124,6 +125,44 @@ def test_active_window_rotates_over_the_whole_space():
     assert {partition_of(cfg, g, 0, 0) for g in range(10)} == {0, 1}
 
 
+def test_queues_split_the_space_so_every_window_touches_every_queue():
+    cfg = BenchConfig(rate=1_000, queue="b", queues=5, partitions=3, active=5)
+    assert cfg.space == 15 and cfg.consumers == 5
+    assert queue_names(cfg) == ["b.q0000", "b.q0001", "b.q0002", "b.q0003", "b.q0004"]
+    assert sorted(locate(cfg, slot) for slot in range(cfg.space)) == [(q, p) for q in range(5) for p in range(3)]
+    for second in range(3):  # each window of 5 slots holds one partition of every queue
+        window = {locate(cfg, partition_of(cfg, g, second * 1_000_000_000, 0)) for g in range(5)}
+        assert {q for q, _ in window} == set(range(5)) and {p for _, p in window} == {second}
+    wide = BenchConfig(rate=1_000, queue="b", queues=12_345)
+    assert queue_name(wide, 7) == "b.q00007" and wide.consumers == 12_345
+
+
+def test_one_queue_keeps_its_name_and_partition_indexes():
+    cfg = BenchConfig(rate=1_000, queue="plain", partitions=10)
+    assert queue_names(cfg) == ["plain"] and cfg.consumers == 4
+    assert [locate(cfg, slot) for slot in (0, 7)] == [(0, 0), (0, 7)]
+
+
+def test_a_push_names_the_queue_and_partition_of_its_slot():
+    cfg = BenchConfig(rate=1_000, queue="b", queues=4, partitions=3, push_batch=2)
+    sequences = [0] * cfg.space
+    items = json.loads(build_push_body(cfg, 0, 6, sequences, 1, first_tx=0))["items"]
+    assert {(item["queue"], item["partition"]) for item in items} == {("b.q0002", "p-000001")}
+    assert [item["payload"]["k"] for item in items] == [6, 6] and sequences[6] == 2
+
+
+@pytest.mark.parametrize(("options", "refused"), [
+    ({"consumers": 3}, "--consumers"),
+    ({"verify": True}, "--verify"),
+    ({"pipeline_stages": 1}, "--verify"),
+    ({"per_partition": True}, "--per-partition"),
+])
+def test_what_queues_cannot_measure_is_refused(options, refused):
+    with pytest.raises(ValueError, match=refused):
+        BenchConfig(rate=1_000, queues=4, **options)
+    BenchConfig(rate=1_000, queues=4, consumers=0)  # push only needs no consumer per queue
+
+
 def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     """About 8 s of load at 2,000 msg/s: every offered message is accounted for."""
     cfg = BenchConfig(rate=2_000, duration=8, report=2, drain=10, partitions=200, push_batch=100,
@@ -141,3 +180,23 @@ def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     assert final["popped"] == final["acked"] == final["accepted"]
     assert final["latency_samples"] == final["popped"]
     assert document["intervals"] and document["config"]["queue"].startswith("bench-")
+
+
+def test_many_queues_run_counts_add_up(broker_url, database_url, tmp_path):
+    """5 queues x 3 partitions for a few seconds: one consumer per queue drains all of them."""
+    cfg = BenchConfig(rate=300, duration=4, report=2, drain=10, queues=5, partitions=3, push_batch=10,
+                      completed_retention=60, lease_seconds=30)
+    out = tmp_path / "bench.json"
+    code = asyncio.run(run_session(cfg, url=broker_url, workers=1, database_url=database_url, data_dir=None,
+                                   json_path=out, plot_path=None, live=False))
+    assert code == 0
+    final = json.loads(out.read_text())["final"]
+    assert final["offered"] == 300 * 4
+    assert final["offered"] == final["accepted"] == final["popped"] == final["acked"]
+    assert (final["shed"], final["push_err"], final["pop_err"], final["ack_err"]) == (0, 0, 0, 0)
+    answer = httpx.get(f"{broker_url}/api/v1/resources/queues", params={"search": cfg.queue}, timeout=30).json()
+    queues = {queue["name"]: queue for queue in answer["queues"]}
+    assert sorted(queues) == [f"{cfg.queue}.q000{i}" for i in range(5)]
+    for queue in queues.values():
+        assert 1 <= queue["partitions"] <= 3
+        assert queue["options"]["completedRetentionSeconds"] == 60 and queue["options"]["leaseTime"] == 30

@@ -20,9 +20,10 @@ def shape_options(function):
         click.option("--payload", type=click.IntRange(32, 4_000_000), default=256, show_default=True,
                      help="Payload bytes per message (JSON, padded)."),
         click.option("--partitions", type=click.IntRange(1), default=200, show_default=True,
-                     help="Partition space of the queue."),
-        click.option("--consumers", type=click.IntRange(0), default=4, show_default=True,
-                     help="Closed-loop consumers per group (0 = push only)."),
+                     help="Partition space of the queue (of each queue, with --queues)."),
+        click.option("--consumers", type=click.IntRange(0), default=None,
+                     help="Closed-loop consumers per group (0 = push only) [default: 4; with --queues N, "
+                          "max(4, N)]."),
         click.option("--groups", type=click.IntRange(0), default=0, show_default=True,
                      help="0 = queue mode; G > 0 = G consumer groups (fan-out), each with --consumers."),
         click.option("--pop-batch", type=click.IntRange(1, 10_000), default=1000, show_default=True,
@@ -56,6 +57,9 @@ def shape_options(function):
 @click.option("--rotate-seconds", type=click.FloatRange(0.01), default=1, show_default=True,
               help="Seconds between moves of the --active window.")
 @click.option("--queue", default="", help="Queue name [default: a fresh bench-xxxxxxxx].")
+@click.option("--queues", type=click.IntRange(1), default=1, show_default=True,
+              help="N > 1: queues <queue>.q0000..., each with --partitions partitions; --active counts "
+                   "over all of them; consumers go round robin over the queues (needs --consumers >= N).")
 @click.option("--pop-partitions", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Partitions one wildcard pop may claim.")
 @click.option("--per-partition", is_flag=True, help="Pop by partition from an assigned subset, not wildcard.")
@@ -112,6 +116,9 @@ def bench(ctx: click.Context, **flags) -> None:
         except RuntimeError as error:
             raise click.UsageError(str(error)) from error
     cfg = _config(flags, rate=flags["rate"])
+    if flags["with_ceiling"] and cfg.queues > 1:
+        raise click.UsageError("--ceiling measures one table of --partitions partitions, not --queues: "
+                               "run `reginamq bench ceiling` on its own")
     _stop_on_sigterm()
     sys.exit(asyncio.run(run_session(cfg, url=flags["url"], workers=flags["workers"],
                                      database_url=flags["database_url"], data_dir=flags["data_dir"],
@@ -137,7 +144,7 @@ def ceiling(**flags) -> None:
 
 
 CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
-                 "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "pop_partitions",
+                 "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_partitions",
                  "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight", "dedup_window",
                  "completed_retention", "lease_seconds", "drain", "verify", "pipeline_stages",
                  "crash_after_pops", "retry_seconds"}
@@ -153,4 +160,7 @@ def _stop_on_sigterm() -> None:
 
 
 def _config(flags: dict, rate: float) -> BenchConfig:
-    return BenchConfig(rate=rate, **{key: value for key, value in flags.items() if key in CONFIG_FIELDS})
+    try:
+        return BenchConfig(rate=rate, **{key: value for key, value in flags.items() if key in CONFIG_FIELDS})
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error

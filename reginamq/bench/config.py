@@ -13,7 +13,11 @@ import uuid
 PRODUCER_PROC_CAPACITY = 50_000
 # A consumer process parses, records and acks a 1,000-message pop in a few milliseconds.
 CONSUMER_PROC_CAPACITY = 50_000
+# Long polls one consumer process holds open: each consumer's pop times out every second, so a
+# process of 250 answers at least 250 pops a second even with nothing to deliver.
+CONSUMER_PROC_LONG_POLLS = 250
 QUEUE_MODE = None
+DEFAULT_CONSUMERS = 4
 
 
 @dataclasses.dataclass
@@ -26,7 +30,8 @@ class BenchConfig:
     active: int = 0
     rotate_seconds: float = 1.0
     queue: str = ""
-    consumers: int = 4
+    queues: int = 1
+    consumers: int | None = None  # DEFAULT_CONSUMERS, or at least one per queue under --queues
     groups: int = 0
     pop_batch: int = 1000
     pop_partitions: int = 1
@@ -55,18 +60,42 @@ class BenchConfig:
             self.queue = f"bench-{uuid.uuid4().hex[:8]}"
         if not self.run_id:
             self.run_id = uuid.uuid4().hex[:8]
-        if self.active <= 0 or self.active > self.partitions:
-            self.active = self.partitions
+        if self.consumers is None:
+            self.consumers = max(DEFAULT_CONSUMERS, self.queues)
+        if self.pipeline_stages or self.crash_after_pops:
+            self.verify = True
+        self._check_queues()
+        if self.active <= 0 or self.active > self.space:
+            self.active = self.space
         cores = os.cpu_count() or 1
         if self.producer_procs <= 0:
             self.producer_procs = max(1, min(cores * 2, math.ceil(self.rate / PRODUCER_PROC_CAPACITY)))
         if self.consumer_procs <= 0 and self.consumers > 0:
             deliveries = self.rate * max(1, self.groups)
             self.consumer_procs = max(1, min(cores * 2, self.total_consumers,
-                                             math.ceil(deliveries / CONSUMER_PROC_CAPACITY)))
-        if self.pipeline_stages or self.crash_after_pops:
-            self.verify = True
+                                             max(math.ceil(deliveries / CONSUMER_PROC_CAPACITY),
+                                                 math.ceil(self.total_consumers / CONSUMER_PROC_LONG_POLLS))))
         self.consumer_procs = min(self.consumer_procs, self.consumer_slots)  # 0 with --consumers 0
+
+    def _check_queues(self) -> None:
+        """Refuse what --queues cannot measure rather than measure something other than what was asked."""
+        if self.queues < 1:
+            raise ValueError("--queues must be at least 1")
+        if self.queues == 1:
+            return
+        if self.verify:
+            raise ValueError("--verify (and --pipeline-stages, --crash-after-pops) work on one queue: "
+                             "drop --queues")
+        if self.per_partition:
+            raise ValueError("--per-partition works on one queue: drop --queues or pop wildcard")
+        if 0 < self.consumers < self.queues:
+            raise ValueError(f"--queues {self.queues} needs at least as many --consumers (one long poll per "
+                             f"queue at least), got {self.consumers}")
+
+    @property
+    def space(self) -> int:
+        """Partitions in all queues together, the range --active moves over."""
+        return self.partitions * self.queues
 
     @property
     def consumer_slots(self) -> int:
@@ -110,3 +139,23 @@ class BenchConfig:
 
 def partition_name(index: int) -> str:
     return f"p-{index:06d}"
+
+
+def queue_name(cfg: BenchConfig, index: int) -> str:
+    """One queue keeps the plain name, so a run without --queues is the same as before it."""
+    if cfg.queues == 1:
+        return cfg.queue
+    return f"{cfg.queue}.q{index:0{max(4, len(str(cfg.queues - 1)))}d}"
+
+
+def queue_names(cfg: BenchConfig) -> list[str]:
+    return [queue_name(cfg, i) for i in range(cfg.queues)]
+
+
+def locate(cfg: BenchConfig, slot: int) -> tuple[int, int]:
+    """(queue index, partition index) of a slot of the whole space.
+
+    Neighbouring slots land on different queues, so an --active window of at least --queues
+    slots keeps every queue busy instead of filling one queue after another.
+    """
+    return slot % cfg.queues, slot // cfg.queues

@@ -19,7 +19,7 @@ import contextlib
 import signal
 import time
 
-from reginamq.bench.config import BenchConfig, partition_name
+from reginamq.bench.config import BenchConfig, locate, partition_name, queue_name
 from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -88,12 +88,13 @@ class InflightGate:
 
 
 def partition_of(cfg: BenchConfig, push_index: int, instant_ns: int, start_ns: int) -> int:
-    """Which partition a push goes to: round robin over the active window, which moves on by
-    ``active`` partitions every ``rotate_seconds`` so the whole space gets covered."""
-    if cfg.active >= cfg.partitions:
-        return push_index % cfg.partitions
+    """Which slot of the space (see :func:`~reginamq.bench.config.locate`) a push goes to: round
+    robin over the active window, which moves on by ``active`` slots every ``rotate_seconds`` so
+    the whole space gets covered."""
+    if cfg.active >= cfg.space:
+        return push_index % cfg.space
     window = max(0, instant_ns - start_ns) // int(cfg.rotate_seconds * 1e9)
-    return (window * cfg.active + push_index % cfg.active) % cfg.partitions
+    return (window * cfg.active + push_index % cfg.active) % cfg.space
 
 
 class Reporter:
@@ -153,23 +154,25 @@ def producer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, 
     asyncio.run(_produce(cfg, index, url, start_ns, queue, abort))
 
 
-def build_push_body(cfg: BenchConfig, producer: int, partition: int, sequences: list[int],
+def build_push_body(cfg: BenchConfig, producer: int, slot: int, sequences: list[int],
                     scheduled_ns: int, first_tx: int) -> bytes:
-    """One push request of ``push_batch`` messages, built as text (no per-message dicts).
+    """One push request of ``push_batch`` messages to one slot of the space, built as text (no
+    per-message dicts).
 
-    Payload ``{"s": scheduled ns, "p": producer, "k": partition, "q": per-partition sequence,
-    "x": padding}`` is padded to ``--payload`` bytes; the sequence fields let a verifier check
-    loss and order later. transactionIds are unique per message, so dedup never fires.
+    Payload ``{"s": scheduled ns, "p": producer, "k": slot, "q": per-slot sequence, "x":
+    padding}`` is padded to ``--payload`` bytes; the sequence fields let a verifier check loss
+    and order later. transactionIds are unique per message, so dedup never fires.
     """
-    name = partition_name(partition)
-    prefix = f'{{"queue":"{cfg.queue}","partition":"{name}","transactionId":"{cfg.run_id}-{producer}-'
-    seq = sequences[partition]
+    queue, partition = locate(cfg, slot)
+    prefix = (f'{{"queue":"{queue_name(cfg, queue)}","partition":"{partition_name(partition)}",'
+              f'"transactionId":"{cfg.run_id}-{producer}-')
+    seq = sequences[slot]
     items = []
     for i in range(cfg.push_batch):
-        head = f'{{"s":{scheduled_ns},"p":{producer},"k":{partition},"q":{seq + i},"x":"'
+        head = f'{{"s":{scheduled_ns},"p":{producer},"k":{slot},"q":{seq + i},"x":"'
         pad = cfg.payload - len(head) - 2
         items.append(f'{prefix}{first_tx + i}","payload":{head}{PAD[:pad] if pad > 0 else ""}"}}}}')
-    sequences[partition] = seq + cfg.push_batch
+    sequences[slot] = seq + cfg.push_batch
     return ('{"items":[' + ",".join(items) + "]}").encode()
 
 
@@ -181,7 +184,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     share = max(cfg.push_batch, cfg.max_inflight // cfg.producer_procs)
     gate = InflightGate(share)
     reporter = Reporter("producer", index, PRODUCER_FIELDS, queue, start_ns, cfg.report)
-    sequences = [0] * cfg.partitions
+    sequences = [0] * cfg.space
     push_url = f"{url}/api/v1/push"
     tx = 0
     tasks: set[asyncio.Task] = set()
@@ -248,12 +251,12 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
                 if not gate.try_take(cfg.push_batch):
                     c["shed"] += cfg.push_batch
                     continue
-                partition = partition_of(cfg, push_index, instant, start_ns)
-                first = sequences[partition]
-                body = build_push_body(cfg, index, partition, sequences, instant, tx)
+                slot = partition_of(cfg, push_index, instant, start_ns)
+                first = sequences[slot]
+                body = build_push_body(cfg, index, slot, sequences, instant, tx)
                 tx += cfg.push_batch
-                if cfg.verify:
-                    task = asyncio.create_task(verified(body, cfg.push_batch, partition, first))
+                if cfg.verify:  # one queue: the slot is the partition
+                    task = asyncio.create_task(verified(body, cfg.push_batch, slot, first))
                 else:
                     task = asyncio.create_task(push(body, cfg.push_batch))
                 tasks.add(task)
@@ -315,7 +318,11 @@ async def _consume(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
 
 async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot: int,
                     reporter: Reporter, stop) -> None:
-    """One closed-loop drainer: pop, record the latencies, ack (sync or async), repeat."""
+    """One closed-loop drainer: pop, record the latencies, ack (sync or async), repeat.
+
+    Under --queues consumer ``slot`` long-polls queue ``slot % queues`` only: one long poll
+    parked on one queue cannot hear the others.
+    """
     import orjson
 
     params = {"batch": str(cfg.pop_batch), "subscriptionMode": "all"}
@@ -329,7 +336,7 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
         pop_urls = [f"{url}/api/v1/pop/queue/{cfg.queue}/partition/{partition_name(p)}" for p in mine]
     else:
         params.update(wait="true", timeout=str(cfg.pop_timeout_ms), partitions=str(cfg.pop_partitions))
-        pop_urls = [f"{url}/api/v1/pop/queue/{cfg.queue}"]
+        pop_urls = [f"{url}/api/v1/pop/queue/{queue_name(cfg, slot % cfg.queues)}"]
     ack_url = f"{url}/api/v1/ack/batch"
     ack_slots = asyncio.Semaphore(cfg.ack_inflight)
     ack_tasks: set[asyncio.Task] = set()

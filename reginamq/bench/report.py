@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reginamq.bench.config import BenchConfig
+from reginamq.bench.config import BenchConfig, queue_name
 
 
 def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
@@ -23,16 +23,20 @@ def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
         ack += f" ackInflight={cfg.ack_inflight}" if cfg.ack_async else ""
     rotation = (f"active={cfg.active} (rotate every {cfg.rotate_seconds:g} s) | "
                 f"{cfg.rate / cfg.active:,.1f} msg/s per active partition | space covered in "
-                f"{cfg.partitions / cfg.active * cfg.rotate_seconds:,.0f} s"
-                if cfg.active < cfg.partitions
-                else f"active=all | {cfg.rate / cfg.partitions:,.1f} msg/s per partition")
+                f"{cfg.space / cfg.active * cfg.rotate_seconds:,.0f} s"
+                if cfg.active < cfg.space
+                else f"active=all | {cfg.rate / cfg.space:,.1f} msg/s per partition")
+    space, spread = f"{cfg.partitions}", ""
+    if cfg.queues > 1:
+        space = f"{cfg.queues} queues x {cfg.partitions} = {cfg.space:,}"
+        spread = f" (round robin over the {cfg.queues} queues)"
     lines = [
-        f"reginamq bench -mode openloop -> queue={cfg.queue} partitions={cfg.partitions} "
-        f"consumers={cfg.consumers} {mode} {ack}",
+        f"reginamq bench -mode openloop -> {_queues(cfg)} partitions={cfg.partitions}"
+        f"{' per queue' if cfg.queues > 1 else ''} consumers={cfg.consumers} {mode} {ack}",
         f"  offered: rate={cfg.rate:,.0f} msg/s | push-batch={cfg.push_batch} -> {cfg.push_req_rate:,.1f} req/s "
         f"across {cfg.producer_procs} producer proc(s) | max-inflight={cfg.max_inflight} | payload={cfg.payload}B",
-        f"  partitions: space={cfg.partitions} | {rotation}",
-        f"  consumers: {cfg.total_consumers} drainers in {cfg.consumer_procs} consumer proc(s) | "
+        f"  partitions: space={space} | {rotation}",
+        f"  consumers: {cfg.total_consumers} drainers{spread} in {cfg.consumer_procs} consumer proc(s) | "
         f"pop-batch={cfg.pop_batch} | {pops}",
         f"  duration={cfg.duration:g} s | report every {cfg.report:g} s | drain up to {cfg.drain:g} s",
         f"  target: {target}",
@@ -41,11 +45,17 @@ def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
     return lines
 
 
+def _queues(cfg: BenchConfig) -> str:
+    if cfg.queues == 1:
+        return f"queue={cfg.queue}"
+    return f"queues={queue_name(cfg, 0)}..{queue_name(cfg, cfg.queues - 1)}"
+
+
 def configure_line(cfg: BenchConfig) -> str | None:
     options = cfg.queue_options()
     if not options:
         return None
-    return f"[configure] queue={cfg.queue} " + " ".join(f"{k}={v}" for k, v in options.items())
+    return f"[configure] {_queues(cfg)} " + " ".join(f"{k}={v}" for k, v in options.items())
 
 
 def _num(value) -> str:
@@ -146,7 +156,8 @@ def write_plot(path: Path, cfg: BenchConfig, intervals: list[dict]) -> None:
     memory.set_xlabel("seconds")
     memory.legend(loc="lower right")
     figure.suptitle(f"reginamq bench: {cfg.rate:,.0f} msg/s offered, push batch {cfg.push_batch}, "
-                    f"{cfg.partitions} partitions, {cfg.payload} B")
+                    f"{cfg.space} partitions{f' in {cfg.queues} queues' if cfg.queues > 1 else ''}, "
+                    f"{cfg.payload} B")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

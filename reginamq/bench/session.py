@@ -7,6 +7,7 @@ fatal: they are measurements).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from functools import partial
@@ -20,6 +21,19 @@ from reginamq.bench.display import Display
 from reginamq.bench.runner import Target, run
 
 
+def _raise_open_files_limit() -> None:
+    """Every consumer's long poll holds a socket, on our side and on the own broker's: a
+    thousand of them would run past the usual soft limit of 1,024 descriptors. The limit is
+    inherited by the processes started after this (the own broker, producers, consumers)."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = 65_536 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def _postgres_finder(database_url: str | None, data_dir: Path | None):
     """Our embedded server's processes when we know its folder, else every postgres process."""
     if data_dir is not None:
@@ -30,6 +44,7 @@ def _postgres_finder(database_url: str | None, data_dir: Path | None):
 async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, database_url: str | None,
                       data_dir: Path | None, json_path: Path | None, plot_path: Path | None,
                       with_ceiling: bool = False, live: bool | None = None) -> int:
+    _raise_open_files_limit()
     broker = None
     if url is None:
         broker = OwnBroker(workers=workers, data_dir=data_dir)

@@ -36,7 +36,7 @@ import bisect
 import time
 from collections import defaultdict
 
-from reginamq.bench.config import BenchConfig, partition_name
+from reginamq.bench.config import BenchConfig, partition_name, queue_names
 from reginamq.bench.load import tally, timed_pop
 
 # The ack outcome of one delivery. RETRIED: acked, but only after a retry (the first attempt got
@@ -54,7 +54,8 @@ def stage_queue(cfg: BenchConfig, stage: int) -> str:
 
 
 def all_queues(cfg: BenchConfig) -> list[str]:
-    return [stage_queue(cfg, i) for i in range(cfg.pipeline_stages + 1)]
+    """The producers' queues (--queues), then each pipeline stage's."""
+    return queue_names(cfg) + [stage_queue(cfg, i) for i in range(1, cfg.pipeline_stages + 1)]
 
 
 class Retrier:
