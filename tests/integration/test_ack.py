@@ -10,6 +10,7 @@ from tests.integration.helpers import (
     ACK_FIELDS,
     ack,
     ack_batch,
+    ack_body,
     configure,
     dlq_count,
     pop,
@@ -321,3 +322,58 @@ async def test_batch_ack_mixed_outcomes(http, queue):
     assert [r["success"] for r in results] == [True, False, False]
     assert results[0]["error"] is None
     assert results[2]["error"] == "invalid or expired lease"
+
+
+async def test_one_call_completing_whole_spans_of_many_partitions(http, queue):
+    """The set-based path of rq_ack: every partition's span completed in one call, answered
+    in request order, every lease released, and the next pop gets each partition's next."""
+    for p in ("p1", "p2", "p3"):
+        await push(http, queue, f"{p}-a", partition=p)  # two segments to a span
+        await push(http, queue, f"{p}-b", partition=p)
+    first = await pop_messages(http, queue, batch=6, partitions=3)
+    assert len(first) == 6
+    # interleave partitions so the answer order is not the cursor order
+    shuffled = first[::2] + first[1::2]
+    results = await ack_batch(http, shuffled)
+    assert [r["transactionId"] for r in results] == [m["transactionId"] for m in shuffled]
+    assert all(r["success"] and r["leaseReleased"] and not r["noop"] and not r["dlq"] for r in results)
+    for p in ("p1", "p2", "p3"):
+        await push(http, queue, f"{p}-c", partition=p)
+    rest = await pop_messages(http, queue, batch=10, partitions=3)
+    assert sorted(m["data"] for m in rest) == ["p1-c", "p2-c", "p3-c"]
+
+
+async def test_whole_span_path_leaves_mixed_calls_to_the_rules(http, queue):
+    """One call: a partition whose span is acked whole, one acked in part, one under a wrong
+    lease. Each gets the answer the per-message rules give."""
+    for p in ("a", "b", "c"):
+        await push(http, queue, f"{p}1", f"{p}2", partition=p)
+    messages = await pop_messages(http, queue, batch=6, partitions=3)
+    by_partition: dict[str, list[dict]] = {}
+    for m in messages:
+        by_partition.setdefault(m["data"][0], []).append(m)
+    acks = [ack_body(m) for m in by_partition["a"]]
+    acks.append(ack_body(by_partition["b"][0]))
+    acks += [ack_body(m, leaseId=str(uuid.uuid4())) for m in by_partition["c"]]
+    response = await http.post("/api/v1/ack/batch", json={"consumerGroup": None, "acknowledgments": acks})
+    results = response.json()
+    assert [r["success"] for r in results] == [True, True, True, False, False]
+    assert [r["leaseReleased"] for r in results] == [True, True, False, False, False]
+    assert results[3]["error"] == "invalid or expired lease"
+    # b's second message and c's span are still leased: nothing to pop
+    assert await pop(http, queue) is None
+    assert (await ack(http, by_partition["b"][1]))["leaseReleased"] is True
+
+
+async def test_repeated_transaction_id_in_a_span_is_not_taken_for_the_whole_span(http, queue):
+    """With dedup off a partition may hold one transactionId twice. Acking it once plus an
+    unknown id, as many acknowledgements as the span has messages, must not complete the span."""
+    await configure(http, queue, {"dedupWindowSeconds": 0})
+    await push(http, queue, "first", txids=["same"])
+    await push(http, queue, "second", txids=["same"])
+    messages = await pop_messages(http, queue, batch=2)
+    assert [m["transactionId"] for m in messages] == ["same", "same"]
+    results = await ack_batch(http, [messages[0], {**messages[1], "transactionId": "other"}])
+    assert [r["success"] for r in results] == [True, False]
+    assert results[0]["leaseReleased"] is False
+    assert await pop(http, queue) is None

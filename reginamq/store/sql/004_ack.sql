@@ -35,7 +35,84 @@ DECLARE
     v_n          int;
     v_committed  bigint;
     v_released   bool;
+    v_whole_pids uuid[];
+    v_whole_grps text[];
 BEGIN
+    -- Every cursor of the call locked first, in the global order, so the set-based step and
+    -- the loop below never take a cursor lock out of that order.
+    PERFORM 1 FROM rq_consumers c
+    JOIN (SELECT DISTINCT t.pid, t.grp FROM unnest(p_partition, p_group) AS t(pid, grp)) k
+      ON c.partition_id = k.pid AND c.consumer_group = k.grp
+    ORDER BY c.partition_id, c.consumer_group
+    FOR UPDATE OF c;
+
+    -- The common case in one statement for all its cursors: a cursor whose acknowledgements
+    -- all complete, name its live lease (or none) and together name every message of the
+    -- leased span exactly once commits the whole span and releases the lease. The span has as
+    -- many positions as the cursor has acknowledgements (all distinct): every position matched
+    -- and as many distinct transactionIds matched prove the two sets equal. Every other cursor goes through the
+    -- loop below, which also covers this case message by message.
+    WITH items AS (
+        SELECT t.pid, t.grp, t.txid, t.lease, t.status
+        FROM unnest(p_partition, p_group, p_txid, p_lease, p_status) AS t(pid, grp, txid, lease, status)
+    ), keys AS (
+        SELECT i.pid, i.grp, count(*) AS n, array_agg(DISTINCT i.lease) FILTER (WHERE i.lease IS NOT NULL) AS leases
+        FROM items i
+        GROUP BY i.pid, i.grp
+        HAVING bool_and(i.status = 'completed') AND count(DISTINCT i.txid) = count(*)
+    ), cursors AS MATERIALIZED (
+        -- each cursor reached by its key alone: with the lease conditions beside it the planner
+        -- may prefer the lease index, which steps over every live lease of the group
+        SELECT k.pid, k.grp, k.n, k.leases, c.span_start, c.span_end, c.lease_id, c.lease_expires_at,
+               c.stop_at, c.acked_count
+        FROM keys k
+        JOIN rq_consumers c ON c.partition_id = k.pid AND c.consumer_group = k.grp
+    ), spans AS MATERIALIZED (
+        -- with the segment each span starts in: the segments come next by range
+        SELECT c.pid, c.grp, c.n, c.span_start, c.span_end,
+               coalesce((SELECT g.base_offset FROM rq_segments g
+                         WHERE g.partition_id = c.pid AND g.base_offset <= c.span_start
+                         ORDER BY g.base_offset DESC LIMIT 1), c.span_start) AS first_base
+        FROM cursors c
+        WHERE c.span_end IS NOT NULL AND c.lease_expires_at > now() AND c.stop_at IS NULL
+          AND c.acked_count = 0 AND c.span_end - c.span_start + 1 = c.n
+          AND (c.leases IS NULL OR c.leases = ARRAY[c.lease_id])
+    ), positions AS (
+        SELECT s.pid, s.grp, s.n, s.span_end, m.txid
+        FROM spans s
+        JOIN rq_segments g ON g.partition_id = s.pid AND g.base_offset BETWEEN s.first_base AND s.span_end
+        CROSS JOIN LATERAL unnest(g.txids) WITH ORDINALITY AS m(txid, pos)
+        WHERE g.base_offset + m.pos - 1 BETWEEN s.span_start AND s.span_end
+    ), whole AS (
+        SELECT p.pid, p.grp, p.span_end
+        FROM positions p
+        LEFT JOIN items i ON i.pid = p.pid AND i.grp = p.grp AND i.txid = p.txid
+        GROUP BY p.pid, p.grp, p.span_end, p.n
+        HAVING count(i.txid) = p.n AND count(DISTINCT i.txid) = p.n
+    ), released AS (
+        UPDATE rq_consumers c
+        SET committed = w.span_end, span_start = NULL, span_end = NULL, lease_id = NULL,
+            lease_expires_at = NULL, acked_count = 0, stop_at = NULL, retry_count = 0, retry_charged = false
+        FROM whole w
+        WHERE c.partition_id = w.pid AND c.consumer_group = w.grp
+        RETURNING c.partition_id, c.consumer_group, c.committed
+    )
+    SELECT array_agg(r.partition_id), array_agg(r.consumer_group) INTO v_whole_pids, v_whole_grps
+    FROM released r;
+
+    -- more data behind a released span: wake parked pops, hint the partition
+    PERFORM pg_notify('rq_push', q.name || E'\n' || p.id::text)
+    FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
+    JOIN rq_consumers c ON c.partition_id = w.pid AND c.consumer_group = w.grp
+    JOIN rq_partitions p ON p.id = w.pid
+    JOIN rq_queues q ON q.id = p.queue_id
+    WHERE p.last_offset > c.committed;
+
+    RETURN QUERY
+    SELECT (t.ord - 1)::int, true, NULL::text, true, false, false
+    FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
+    JOIN unnest(v_whole_pids, v_whole_grps) AS w(pid, grp) ON w.pid = t.pid AND w.grp = t.grp;
+
     -- The acknowledgements of each (partition, group) gathered once, so every step below reads
     -- only its own cursor's items however many cursors one call spans.
     FOR v_key IN
@@ -44,6 +121,8 @@ BEGIN
                array_agg(t.status ORDER BY t.ord) AS statuses, array_agg(t.err ORDER BY t.ord) AS errs
         FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
              WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
+                          WHERE w.pid = t.pid AND w.grp = t.grp)
         GROUP BY t.pid, t.grp
         ORDER BY t.pid, t.grp
     LOOP
