@@ -74,3 +74,34 @@ async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_
         assert hot.take(queue, "other", 1)[0] == []  # a reader that registered later saw no push
     finally:
         await waiters.stop()
+
+
+async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its_own(database_url):
+    """Every pop of a burst needs to know it heard all pushes committed before it; one
+    notification sent after they all asked proves that for all of them."""
+    waiters = Waiters()
+    await waiters.listen(database_url)
+    observer = await asyncpg.connect(database_url)
+    seen: list[str] = []
+    await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: seen.append(token))
+
+    async def run(call):
+        conn = await asyncpg.connect(database_url)
+        try:
+            return await call(conn)
+        finally:
+            await conn.close()
+
+    try:
+        await wait_listening(waiters)
+        assert await asyncio.gather(*(waiters.sync(run) for _ in range(50))) == [True] * 50
+        assert await waiters.sync(run) is True
+        await observer.execute("SELECT 1")  # hear what was committed before
+        for _ in range(50):
+            if len(seen) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        assert len(seen) == 2
+    finally:
+        await observer.close()
+        await waiters.stop()

@@ -94,6 +94,11 @@ class HotPartitions:
             reader.last_scan = now
         return taken, datetime.fromtimestamp(reader.since, UTC), scan
 
+    def scan_due(self, queue: str, group: str) -> bool:
+        """Whether the reader's next pop looks up the recently written partitions anyway."""
+        reader = self._queues.get(queue, {}).get(group)
+        return reader is None or time.monotonic() - reader.last_scan >= SCAN_INTERVAL
+
     def give_back(self, queue: str, group: str, partition_ids: list[str]) -> None:
         """Hints a pop did not get to (its batch was full first): they stay, behind the others."""
         reader = self._queues.get(queue, {}).get(group)

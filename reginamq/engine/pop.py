@@ -56,26 +56,28 @@ class SweepPositions(dict):
     read; what the pop could not take comes back as hints); one that found nothing pauses the
     next, for a second and then twice as long each time up to :data:`MAX_SWEEP_PAUSE`, so
     that idle pollers and consumers that keep up do not walk a large queue over and over.
+    The pause ends early when the reader's hints began again (``since`` moved: see
+    hotlist.py), because what the sweep must cover changed then.
     Losing this state (a restart) only restarts a sweep from the beginning."""
 
     @staticmethod
     def key(request: PopRequest) -> tuple:
         return request.queue, request.namespace, request.task, request.group
 
-    def position(self, key: tuple) -> tuple[object, bool]:
-        position, next_sweep, _pause = self.get(key, (NO_POSITION, 0.0, 0.0))
-        return position, time.monotonic() >= next_sweep
+    def position(self, key: tuple, since: datetime | None) -> tuple[object, bool]:
+        position, next_sweep, _pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
+        return position, time.monotonic() >= next_sweep or since != paused_since
 
-    def record(self, key: tuple, position, swept: bool | None) -> None:
+    def record(self, key: tuple, position, swept: bool | None, since: datetime | None) -> None:
         """``swept``: None if the pop did not sweep, else whether its sweep found work."""
-        _, next_sweep, pause = self.get(key, (NO_POSITION, 0.0, 0.0))
+        _, next_sweep, pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
         if swept is True:
-            self[key] = (position, 0.0, 0.0)
+            self[key] = (position, 0.0, 0.0, since)
         elif swept is False:
             pause = min(max(2 * pause, SWEEP_PAUSE), MAX_SWEEP_PAUSE)
-            self[key] = (position, time.monotonic() + pause, pause)
+            self[key] = (position, time.monotonic() + pause, pause, since)
         else:
-            self[key] = (position, next_sweep, pause)
+            self[key] = (position, next_sweep, pause, paused_since)
 
 
 class FillWaits:
@@ -137,26 +139,32 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                         continue
             lease_id = str(uuid.uuid4())
             key = SweepPositions.key(request)
-            sweep_from, may_sweep = sweeps.position(key)
-            hints, since, scan = _hints(broker.hot, request)
-            if not hints and not scan and first_attempt:
+            heard_all = True
+            if first_attempt and _reads_hints(request) and not broker.hot.scan_due(request.queue, request.group):
                 # The client may have just been answered a push whose announcement this
-                # process has not heard yet: hear everything committed so far, then look again.
-                if await waiters.sync(run):
-                    hints, since, scan = _hints(broker.hot, request)
-                else:
-                    scan = True
+                # process has not heard yet: hear everything committed so far, then take the
+                # hints (or, not sure of that, look the recent writes up too).
+                heard_all = await waiters.sync(run)
+            hints, since, scan = _hints(broker.hot, request)
+            scan = scan or not heard_all
+            sweep_from, may_sweep = sweeps.position(key, since)
+            # A re-check of a long poll with nothing announced, no look-up due and the sweep
+            # resting has nothing to ask the database: what else may be pending (an expired
+            # lease) the look-up finds within its second. Idle long polls then cost one query
+            # a second per reader, not one per re-check.
+            asking = first_attempt or bool(hints) or scan or may_sweep
             first_attempt = False
             try:
-                rows = await run(lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep,
-                                 hints=hints, since=since, scan=scan: conn.fetch(
-                    POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep, hints, since, scan))
+                rows = [] if not asking else await run(
+                    lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep,
+                    hints=hints, since=since, scan=scan: conn.fetch(
+                        POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep, hints, since, scan))
             except BaseException:
                 if hints:
                     broker.hot.give_back(request.queue, request.group, hints)
                 raise
             if rows:
-                sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8])
+                sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8], since)
                 if rows[-1][1] is None:  # the last row without a message: see rq_pop
                     broker.hot.give_back(request.queue, request.group, rows.pop()[9])
             found = bool(rows)
@@ -183,9 +191,13 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
     return bool(done)
 
 
+def _reads_hints(request: PopRequest) -> bool:
+    """A wildcard pop of one queue reads hints; other pops look up their candidates in full."""
+    return request.queue is not None and request.partition is None
+
+
 def _hints(hot: HotPartitions, request: PopRequest) -> tuple[list[str], datetime | None, bool]:
-    """Hints for a wildcard pop of one queue; other pops look up their candidates in full."""
-    if request.queue is None or request.partition is not None:
+    if not _reads_hints(request):
         return [], None, True
     return hot.take(request.queue, request.group, request.partitions)
 

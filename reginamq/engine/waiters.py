@@ -42,6 +42,8 @@ class Waiters:
         self._on_config_change = on_config_change
         self._hot = hot
         self._syncs: dict[str, asyncio.Future] = {}
+        self._gathering: asyncio.Future | None = None  # the sync round not sent yet
+        self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
         # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
         self._parked: dict[str, dict[asyncio.Future, None]] = {}
@@ -150,24 +152,49 @@ class Waiters:
 
     async def sync(self, run) -> bool:
         """Wait until this process has heard every notification committed before the call;
-        False if it could not tell (no listener, or no answer within SYNC_TIMEOUT)."""
+        False if it could not tell (no listener, or no answer within SYNC_TIMEOUT).
+
+        Calls share rounds: a call joins the round whose notification has not been sent yet
+        (it is sent after the call began, so it covers the call) or opens one. However many
+        pops ask at once, one notification is in flight and at most one more is gathering.
+        """
         if self._listener is None or self._listener.is_closed() or self._closing:
             return False
-        token = next(self._sync_tokens)
-        heard = self._syncs[token] = asyncio.get_running_loop().create_future()
+        gathering = self._gathering
+        if gathering is None:
+            gathering = self._gathering = asyncio.get_running_loop().create_future()
+            token = next(self._sync_tokens)
+            self._syncs[token] = gathering
+            sending = asyncio.get_running_loop().create_task(self._send_sync(run, token, gathering))
+            self._sending.add(sending)
+            sending.add_done_callback(self._sending.discard)
         try:
-            await run(lambda conn: conn.execute("SELECT pg_notify($1, $2)", SYNC_CHANNEL, token))
-            await asyncio.wait_for(heard, SYNC_TIMEOUT)
-            return True
+            return await asyncio.wait_for(asyncio.shield(gathering), SYNC_TIMEOUT)
         except TimeoutError:
             return False
+
+    async def _send_sync(self, run, token: str, heard: asyncio.Future) -> None:
+        def send(conn):
+            if self._gathering is heard:
+                self._gathering = None  # who comes from now on needs a later notification
+            return conn.execute("SELECT pg_notify($1, $2)", SYNC_CHANNEL, token)
+
+        try:
+            await run(send)
+            await asyncio.wait_for(asyncio.shield(heard), SYNC_TIMEOUT)
+        except Exception as error:  # the callers answer False: their pops look everything up
+            log.debug("sync failed: %s", error)
         finally:
             self._syncs.pop(token, None)
+            if self._gathering is heard:
+                self._gathering = None
+            if not heard.done():
+                heard.set_result(False)
 
     def _on_sync(self, _conn, _pid, _channel, token: str) -> None:
         heard = self._syncs.get(token)
         if heard is not None and not heard.done():
-            heard.set_result(None)
+            heard.set_result(True)
 
     def _wake_all(self) -> None:
         for key in list(self._parked):

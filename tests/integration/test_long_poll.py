@@ -112,3 +112,17 @@ async def test_ack_release_wakes_a_waiting_pop_of_the_same_group(http, broker_ur
     assert response.status_code == 200
     assert [m["data"] for m in response.json()["messages"]] == ["second"]
     assert time.monotonic() - started < 5
+
+
+async def test_a_lease_expiring_during_a_long_poll_is_delivered_to_it(http, queue):
+    """No push announces an expired lease: the waiting pop's own re-checks (the once-a-second
+    look-up) must find it while it waits."""
+    await push(http, queue, "m")
+    first = (await http.get(f"/api/v1/pop/queue/{queue}", params={"leaseSeconds": "1"})).json()
+    started = time.monotonic()
+    response = await http.get(f"/api/v1/pop/queue/{queue}", params={"wait": "true", "timeout": "6000"})
+    assert response.status_code == 200
+    [message] = response.json()["messages"]
+    assert message["id"] == first["messages"][0]["id"]
+    assert message["deliveryAttempt"] == 2
+    assert time.monotonic() - started < 3.5
