@@ -18,6 +18,7 @@ import asyncpg
 
 from reginamq.config import Settings
 from reginamq.engine.errors import BadRequest, Unavailable
+from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.fusion import PushFusion
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.pop import FillWaits, SweepPositions
@@ -52,6 +53,7 @@ class Broker:
         self.settings = settings
         self.hot = HotPartitions()
         self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot)
+        self.lease_watcher = LeaseWatcher(self.run, self.hot, self.waiters)
         self.pool: asyncpg.Pool | None = None
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)
@@ -82,12 +84,14 @@ class Broker:
                             "queue(s) %s will be refused by this broker", ", ".join(sorted(encrypted)[:20]))
         self.spool.start()
         await self.waiters.listen(dsn)
+        self.lease_watcher.start()
         self.retention.start()
         self.stats_loop.start()
 
     async def stop(self) -> None:
         await self.retention.stop()
         await self.stats_loop.stop()
+        await self.lease_watcher.stop()
         await self.waiters.stop()
         await self.spool.stop()
         if self.pool is not None:

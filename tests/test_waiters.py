@@ -13,6 +13,7 @@ import asyncpg
 import msgspec
 
 from reginamq.engine import push
+from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
@@ -76,6 +77,17 @@ async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_
         await waiters.stop()
 
 
+def runner(database_url: str):
+    """What Broker.run does, minus its error mapping: a call on a connection of its own."""
+    async def run(call):
+        conn = await asyncpg.connect(database_url)
+        try:
+            return await call(conn)
+        finally:
+            await conn.close()
+    return run
+
+
 async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its_own(database_url):
     """Every pop of a burst needs to know it heard all pushes committed before it; one
     notification sent after they all asked proves that for all of them."""
@@ -84,14 +96,7 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
     observer = await asyncpg.connect(database_url)
     seen: list[str] = []
     await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: seen.append(token))
-
-    async def run(call):
-        conn = await asyncpg.connect(database_url)
-        try:
-            return await call(conn)
-        finally:
-            await conn.close()
-
+    run = runner(database_url)
     try:
         await wait_listening(waiters)
         assert await asyncio.gather(*(waiters.sync(run) for _ in range(50))) == [True] * 50
@@ -105,3 +110,29 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
     finally:
         await observer.close()
         await waiters.stop()
+
+
+async def test_an_expired_lease_becomes_a_hint_for_its_reader_and_wakes_a_pop(database_url):
+    """A lease that runs out announces nothing; the watcher is how a waiting reader hears."""
+    hot = HotPartitions()
+    waiters = Waiters(hot=hot)
+    watcher = LeaseWatcher(runner(database_url), hot, waiters)
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    await push_one(database_url, queue)
+    conn = await asyncpg.connect(database_url)
+    try:
+        partition_id = await conn.fetchval(
+            "SELECT p.id::text FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        # the message leased and the lease run out a second ago
+        await conn.execute(
+            "INSERT INTO rq_consumers (partition_id, consumer_group, committed, span_start, span_end, lease_id,"
+            " lease_expires_at) VALUES ($1, '__QUEUE_MODE__', -1, 0, 0, gen_random_uuid(),"
+            " now() - interval '1 second')", uuid.UUID(partition_id))
+    finally:
+        await conn.close()
+    assert await watcher.look() == 0  # no reader in this process: nothing to hand
+    assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == []  # the reader registers
+    parked = waiters.park(queue)
+    assert await watcher.look() == 1
+    assert parked.done() and parked.result() is True
+    assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == [partition_id]

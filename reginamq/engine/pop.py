@@ -148,11 +148,10 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             hints, since, scan = _hints(broker.hot, request)
             scan = scan or not heard_all
             sweep_from, may_sweep = sweeps.position(key, since)
-            # A re-check of a long poll with nothing announced, no look-up due and the sweep
-            # resting has nothing to ask the database: what else may be pending (an expired
-            # lease) the look-up finds within its second. Idle long polls then cost one query
-            # a second per reader, not one per re-check.
-            asking = first_attempt or bool(hints) or scan or may_sweep
+            # Nothing announced (having heard every announcement), no look-up due and the
+            # sweep resting: there is nothing to ask the database. Expired leases announce
+            # themselves too (expiries.py), so an idle long poll costs no query at all.
+            asking = bool(hints) or scan or may_sweep
             first_attempt = False
             try:
                 rows = [] if not asking else await run(

@@ -33,7 +33,7 @@ CHANNEL = "rq_push"
 CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
 SYNC_CHANNEL = "rq_sync"
-SYNC_TIMEOUT = 0.2
+SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
 
 
 class Waiters:

@@ -106,3 +106,46 @@ def test_a_change_without_partitions_hands_the_queue_back_to_the_sweep(wall):
     _, since, scan = hot.take("q", "g", 1)
     assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS and scan is True
     assert hot.take("other", "g", 1)[1].timestamp() == 1_000_000.0 + hotlist.CLOCK_MARGIN_SECONDS
+
+
+def test_look_ups_every_second_while_the_hints_are_young_then_a_safety_net(now):
+    hot = HotPartitions()
+    assert hot.take("q", "g", 1)[2] is True  # a new reader looks at once
+    now[0] += 1.0
+    assert hot.take("q", "g", 1)[2] is True
+    now[0] += hotlist.CATCH_UP_SECONDS
+    assert hot.take("q", "g", 1)[2] is False  # caught up: the safety net only
+    now[0] += hotlist.SAFETY_SCAN_INTERVAL
+    assert hot.take("q", "g", 1)[2] is True
+    now[0] += 1.0
+    assert hot.take("q", "g", 1)[2] is False
+    hot.changed("q")  # the hints begin again: every second again
+    assert hot.take("q", "g", 1)[2] is True
+    now[0] += 1.0
+    assert hot.take("q", "g", 1)[2] is True
+
+
+def test_hints_replace_the_look_up_once_the_reader_has_caught_up(now):
+    hot = HotPartitions()
+    hot.take("q", "g", 1)
+    hot.pushed("q", ["a"])
+    now[0] += 1.0
+    assert hot.take("q", "g", 1)[::2] == (["a"], True)  # young hints: look up beside them
+    now[0] += hotlist.CATCH_UP_SECONDS
+    hot.pushed("q", ["b"])
+    assert hot.take("q", "g", 1)[::2] == (["b"], False)  # caught up: the hints suffice
+    now[0] += hotlist.SAFETY_SCAN_INTERVAL
+    hot.pushed("q", ["c"])
+    assert hot.take("q", "g", 1)[::2] == (["c"], False)
+    assert hot.take("q", "g", 1)[::2] == ([], True)  # no hints: the safety net looks
+
+
+def test_an_expired_lease_is_a_hint_only_for_a_reader_of_this_process():
+    hot = HotPartitions()
+    assert hot.has_readers() is False
+    assert hot.lease_expired("q", "g", "p1") is False
+    hot.take("q", "g", 1)
+    assert hot.has_readers() is True
+    assert hot.lease_expired("q", "g", "p1") is True
+    assert hot.lease_expired("q", "other", "p2") is False
+    assert hot.take("q", "g", 1)[0] == ["p1"]

@@ -26,6 +26,21 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
         LIMIT p_limit)
 $$;
 
+-- Expired leases of every queue, for the lease watcher of each broker process
+-- (engine/expiries.py): a lease that runs out announces nothing, so each process looks once a
+-- second and hands what it finds to its readers as hints. The expiring-lease index holds only
+-- the spans in flight, so this reads what is leased, not the queues.
+CREATE OR REPLACE FUNCTION rq_expired_leases(p_limit int)
+RETURNS TABLE (queue_name text, consumer_group text, partition_id uuid) LANGUAGE sql STABLE AS $$
+    SELECT q.name, c.consumer_group, c.partition_id
+    FROM rq_consumers c
+    JOIN rq_partitions p ON p.id = c.partition_id
+    JOIN rq_queues q ON q.id = p.queue_id
+    WHERE c.span_end IS NOT NULL AND c.lease_expires_at <= now()
+    ORDER BY c.lease_expires_at
+    LIMIT p_limit
+$$;
+
 -- ... and pending partitions among the most recently written ones (an index on last_write_at).
 -- Pending = data beyond the group's cursor and no live lease. Random order spreads pollers.
 CREATE OR REPLACE FUNCTION rq_pop_recent(p_qids bigint[], p_group text, p_limit int)

@@ -1,0 +1,63 @@
+"""The lease watcher: expired leases become hints, so no reader has to look for them.
+
+A push and an ack that leaves data behind announce their partitions (waiters.py), but a lease
+that runs out -- a consumer that crashed, or a span released by a retry and held back for the
+queue's retryDelay -- announces nothing. Each broker process therefore asks, once a second and
+only while it has readers, for the expired leases of every queue (one query on the index of
+spans in flight) and hands each to the readers of its (queue, group) as a hint, waking a
+parked pop of the queue. Idle readers then need no look-up of their own, which is what lets a
+thousand queues with a consumer each wait without a query per consumer per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from reginamq.engine.errors import Unavailable
+from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.waiters import Waiters
+
+log = logging.getLogger("reginamq.expiries")
+
+LOOK_SECONDS = 1.0
+MAX_PER_LOOK = 10_000
+EXPIRED_SQL = "SELECT queue_name, consumer_group, partition_id::text FROM rq_expired_leases($1)"
+
+
+class LeaseWatcher:
+    def __init__(self, run, hot: HotPartitions, waiters: Waiters) -> None:
+        self._run, self._hot, self._waiters = run, hot, waiters
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def look(self) -> int:
+        """One look: hand the expired leases to the readers; how many reached a reader."""
+        if not self._hot.has_readers():
+            return 0
+        rows = await self._run(lambda conn: conn.fetch(EXPIRED_SQL, MAX_PER_LOOK))
+        handed = 0
+        for queue, group, partition_id in rows:
+            if self._hot.lease_expired(queue, group, partition_id):
+                handed += 1
+                self._waiters.wake(queue)
+        return handed
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(LOOK_SECONDS)
+            try:
+                await self.look()
+            except Unavailable as error:  # the database is away: the next look tries again
+                log.debug("lease watcher: %s", error)
+            except Exception:
+                log.exception("lease watcher failed; it looks again in a second")
