@@ -1,6 +1,8 @@
 """What one partition costs in PostgreSQL: create N partitions through pushes (one message
 each, none declared in advance), consume every one with the queue-mode reader (one cursor per
-partition), and divide each table's size (heap + indexes + TOAST) by N.
+partition), and divide each table's size (heap + indexes + TOAST) by N. Also times what grows
+with N: finding one partition with data (wildcard pop), the statistics refresh, and one full
+retention walk over every partition with 1 and with 4 workers.
 
     python benchmarks/partition_cost.py --partitions 100000
 
@@ -20,6 +22,7 @@ import httpx
 
 from reginamq.bench.broker import OwnBroker
 from reginamq.engine.stats import BUCKET_SECONDS, KEEP_SECONDS, REFRESH_SQL
+from reginamq.maintenance.retention import STEP_ROWS, STEP_SQL, WINDOW_PARTITIONS, id_ranges
 
 TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup", "rq_stats_partitions", "rq_stats_cursors")
 SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
@@ -31,7 +34,10 @@ INDEX_SQL = ("SELECT indexrelid::regclass::text AS name, pg_relation_size(indexr
 async def create_and_consume(url: str, queue: str, partitions: int, push_batch: int, concurrency: int) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=120,
                                  limits=httpx.Limits(max_connections=concurrency)) as http:
-        await http.post("/api/v1/configure", json={"queue": queue, "options": {"dedupWindowSeconds": 0}})
+        # completed retention on, with a window longer than the run: the retention walk looks at
+        # every partition (each holds its consumed message) and deletes nothing
+        await http.post("/api/v1/configure", json={"queue": queue, "options": {
+            "dedupWindowSeconds": 0, "completedRetentionSeconds": 86_400}})
         starts = iter(range(0, partitions, push_batch))
 
         async def producer() -> None:
@@ -99,6 +105,24 @@ async def refresh_seconds(database_url: str) -> list[float]:
         await conn.close()
 
 
+async def retention_walk_seconds(database_url: str, workers: int) -> float:
+    """One full retention walk over every partition, ``workers`` ranges side by side, each in
+    the loop's bounded steps (maintenance/retention.py), as the elected loop walks them."""
+    async def walk(start, end) -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            position = start
+            while position is not None:
+                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0.0, 0)
+                position = row["next_from"]
+        finally:
+            await conn.close()
+
+    started = time.monotonic()
+    await asyncio.gather(*(walk(start, end) for start, end in id_ranges(workers)))
+    return time.monotonic() - started
+
+
 async def vacuum(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
@@ -136,6 +160,10 @@ async def main() -> None:
         print(f"wildcard pop finding one message among them: median {median:.1f} ms, worst {worst:.1f} ms")
         booked, idle = await refresh_seconds(broker.database_url)
         print(f"statistics refresh: {booked * 1000:.0f} ms booking the load, {idle * 1000:.0f} ms with nothing new")
+        walks = {workers: await retention_walk_seconds(broker.database_url, workers) for workers in (1, 4)}
+        print("retention walk over every partition: " + ", ".join(
+            f"{seconds * 1000:.0f} ms with {workers} worker{'s' if workers > 1 else ''}"
+            for workers, seconds in walks.items()))
         print("before VACUUM:")
         print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
         await vacuum(broker.database_url)

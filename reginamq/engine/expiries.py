@@ -2,7 +2,7 @@
 
 A push and an ack that leaves data behind announce their partitions (waiters.py), but a lease
 that runs out -- a consumer that crashed, or a span released by a retry and held back for the
-queue's retryDelay -- announces nothing. Each broker process therefore asks, once a second and
+queue's retryDelay -- announces nothing. Each broker process therefore asks, twice a second and
 only while it has readers, for the expired leases of every queue (one query on the index of
 spans in flight) and hands each to the readers of its (queue, group) as a hint, waking a
 parked pop of the queue. Idle readers then need no look-up of their own, which is what lets a
@@ -21,7 +21,7 @@ from reginamq.engine.waiters import Waiters
 
 log = logging.getLogger("reginamq.expiries")
 
-LOOK_SECONDS = 1.0
+LOOK_SECONDS = 0.5
 MAX_PER_LOOK = 10_000
 EXPIRED_SQL = "SELECT queue_name, consumer_group, partition_id::text FROM rq_expired_leases($1)"
 

@@ -210,8 +210,8 @@ BEGIN
     ELSE
         -- Expired leases and the broker's hints first: both cost what they find. The lookup of
         -- recent writes, whose cost grows with the active partitions, runs when the broker
-        -- asks (p_scan: once a second per reader, see engine/hotlist.py), so that nothing waits
-        -- behind a stream of hinted work; what it finds then goes first. The sweep runs when
+        -- asks (p_scan: see engine/hotlist.py), so that work written before the hints began
+        -- does not wait behind a stream of hinted work; what it finds then goes first. The sweep runs when
         -- nothing else found work, paced by the broker (engine/pop.py), over partitions
         -- written before the hints began (p_hinted_since; NULL: all).
         v_cands := rq_pop_expired(v_qids, p_group, v_limit);
