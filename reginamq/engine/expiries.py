@@ -11,34 +11,22 @@ thousand queues with a consumer each wait without a query per consumer per secon
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-
-from reginamq.engine.errors import Unavailable
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.waiters import Waiters
-
-log = logging.getLogger("reginamq.expiries")
+from reginamq.periodic import Periodic
 
 LOOK_SECONDS = 0.5
 MAX_PER_LOOK = 10_000
 EXPIRED_SQL = "SELECT queue_name, consumer_group, partition_id::text FROM rq_expired_leases($1)"
 
 
-class LeaseWatcher:
+class LeaseWatcher(Periodic):
     def __init__(self, run, hot: HotPartitions, waiters: Waiters) -> None:
+        super().__init__(LOOK_SECONDS, "expiries")
         self._run, self._hot, self._waiters = run, hot, waiters
-        self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._watch())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def tick(self) -> None:
+        await self.look()
 
     async def look(self) -> int:
         """One look: hand the expired leases to the readers; how many reached a reader."""
@@ -51,13 +39,3 @@ class LeaseWatcher:
                 handed += 1
                 self._waiters.wake(queue)
         return handed
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(LOOK_SECONDS)
-            try:
-                await self.look()
-            except Unavailable as error:  # the database is away: the next look tries again
-                log.debug("lease watcher: %s", error)
-            except Exception:
-                log.exception("lease watcher failed; it looks again in a second")

@@ -8,15 +8,11 @@ renewal that is already late.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import os
 import socket
-import time
 import uuid
 
-from reginamq.engine.errors import Unavailable
+from reginamq.periodic import Periodic
 
 LEASE_SECONDS = 15
 TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"
@@ -30,7 +26,7 @@ async def take(conn, name: str, holder: str) -> bool:
     return bool(await conn.fetchval(TAKE_SQL, name, holder, LEASE_SECONDS))
 
 
-class ElectedLoop:
+class ElectedLoop(Periodic):
     """A background loop every process runs and only the lease holder acts in.
 
     Subclasses name their lease (``LEASE_NAME``) and do their work in :meth:`round`.
@@ -42,35 +38,18 @@ class ElectedLoop:
     MAX_DUTY_CYCLE = 1.0
 
     def __init__(self, run, interval: float):
+        super().__init__(interval, self.LEASE_NAME)
         self._run = run
-        self._interval = interval
         self._holder = holder_id()
-        self._task: asyncio.Task | None = None
-        self._log = logging.getLogger(f"reginamq.{self.LEASE_NAME}")
         self.rounds = 0
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._forever())
+    async def tick(self) -> None:
+        if await self._run(lambda conn: take(conn, self.LEASE_NAME, self._holder)):
+            await self.round()
+            self.rounds += 1
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _forever(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                if await self._run(lambda conn: take(conn, self.LEASE_NAME, self._holder)):
-                    await self.round()
-                    self.rounds += 1
-            except Unavailable:
-                pass  # the database is away; try again next time
-            except Exception:
-                self._log.exception("%s round failed", self.LEASE_NAME)
-            busy = time.monotonic() - started
-            await asyncio.sleep(max(self._interval, busy / self.MAX_DUTY_CYCLE - busy))
+    def pause(self, busy: float) -> float:
+        return max(self._interval, busy / self.MAX_DUTY_CYCLE - busy)
 
     async def round(self) -> dict[str, int]:
         raise NotImplementedError

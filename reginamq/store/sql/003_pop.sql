@@ -27,7 +27,7 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
 $$;
 
 -- Expired leases of every queue, for the lease watcher of each broker process
--- (engine/expiries.py): a lease that runs out announces nothing, so each process looks once a
+-- (engine/expiries.py): a lease that runs out announces nothing, so each process looks twice a
 -- second and hands what it finds to its readers as hints. The expiring-lease index holds only
 -- the spans in flight, so this reads what is leased, not the queues.
 CREATE OR REPLACE FUNCTION rq_expired_leases(p_limit int)
@@ -92,8 +92,9 @@ $$;
 -- that finds work is a backlog being read (the broker lets the next pop sweep at once), not
 -- consumers that keep up meeting data announced a moment later. Queues with delayed
 -- processing or a window buffer are swept whole: a pop drops a hint that came too early.
--- Returns the candidates and where the next sweep starts: just before the first candidate (it is found again if it is
--- not claimed now), or after the window when it held none; NULL once the walk wrapped around.
+-- Returns the candidates and where the next sweep starts: just before the first candidate (it
+-- is found again if it is not claimed now), or after the window when it held none; NULL once
+-- the walk wrapped around.
 CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
                                         p_limit int, p_before timestamptz, OUT candidates uuid[],
                                         OUT next_queue bigint, OUT next_name text)
@@ -211,9 +212,9 @@ BEGIN
         -- Expired leases and the broker's hints first: both cost what they find. The lookup of
         -- recent writes, whose cost grows with the active partitions, runs when the broker
         -- asks (p_scan: see engine/hotlist.py), so that work written before the hints began
-        -- does not wait behind a stream of hinted work; what it finds then goes first. The sweep runs when
-        -- nothing else found work, paced by the broker (engine/pop.py), over partitions
-        -- written before the hints began (p_hinted_since; NULL: all).
+        -- does not wait behind a stream of hinted work; what it finds then goes first. The
+        -- sweep runs when nothing else found work, paced by the broker (engine/pop.py), over
+        -- partitions written before the hints began (p_hinted_since; NULL: all).
         v_cands := rq_pop_expired(v_qids, p_group, v_limit);
         IF cardinality(p_hints) > 0 THEN
             v_returnable := rq_pop_hinted(v_qids, p_group, p_hints);

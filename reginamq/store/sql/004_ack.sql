@@ -126,8 +126,8 @@ BEGIN
         GROUP BY t.pid, t.grp
         ORDER BY t.pid, t.grp
     LOOP
-        SELECT * INTO v_cur FROM rq_consumers c
-        WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp FOR UPDATE;
+        SELECT * INTO v_cur FROM rq_consumers c  -- locked at the top
+        WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         IF NOT FOUND THEN
             RETURN QUERY
             SELECT i, false, 'no delivery to acknowledge for this partition and consumer group', false, false, false

@@ -161,8 +161,8 @@ BEGIN
             GET DIAGNOSTICS v_subs = ROW_COUNT;
         END IF;
     ELSE
-        WITH gone AS (DELETE FROM rq_consumers c WHERE c.consumer_group = p_group RETURNING c.partition_id)
-        SELECT count(*) INTO v_cursors FROM gone;
+        DELETE FROM rq_consumers c WHERE c.consumer_group = p_group;
+        GET DIAGNOSTICS v_cursors = ROW_COUNT;
         PERFORM pg_notify('rq_push', q.name) FROM rq_queues q
         WHERE q.id IN (SELECT g.queue_id FROM rq_consumer_groups g WHERE g.name = p_group);
         IF p_metadata THEN
