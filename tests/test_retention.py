@@ -184,7 +184,7 @@ async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
         # 80 random ids give a quarter range ~20 of them (fewer than 3: odds below one in a million);
         # a window of 2 partitions per step makes that several steps
         while position is not None:
-            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 0, 1)", position, end)
+            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 1)", position, end)
             position, steps = row["next_from"], steps + 1
         rows = await own_db.fetch(
             "SELECT p.id, p.log_start, EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id) AS kept "
@@ -274,7 +274,7 @@ async def test_a_push_that_found_the_partition_before_the_cleanup_deleted_it_rec
                             "WHERE name = $1 RETURNING id", queue)
     async with connection(database_url) as cleanup:
         async with cleanup.transaction():
-            row = await cleanup.fetchrow("SELECT * FROM rq_retention_step($1, $2, 10, 10, 1e-6, 0)",
+            row = await cleanup.fetchrow("SELECT * FROM rq_idle_partitions_step($1, $2, 10, 1e-6, 0)",
                                          old, uuid.UUID(int=old.int + 1))
             assert row["partitions"] == 1
             pushing = asyncio.create_task(http.post("/api/v1/push", json={"items": [

@@ -3,16 +3,22 @@
 Every ``interval`` seconds each broker process asks for the ``retention`` lease; the holder
 runs a round. A round starts ``parallelism`` workers at once, each over its own contiguous
 range of partition ids (ids are random UUIDs, so the ranges hold about the same number of
-partitions and never overlap: two workers never lock the same partition). A worker walks its
-range in bounded steps (``rq_retention_step``: a window of partitions, at most ``STEP_ROWS``
-segments deleted, one short transaction), deleting the segments no reader needs any more and,
-with ``idle_days`` > 0, the partitions that are empty and idle. Then the deduplication keys
-whose window has passed go (``rq_dedup_purge_step``). Bounded steps keep each transaction
-short, so pushes and pops never queue behind a long delete; a worker that runs out of round
-time resumes where it stopped in the next round. A worker that finished its range starts
-the next walk of it only ``WALK_INTERVALS`` intervals after it started the last one: a walk
-costs a look at every partition that holds data, and at a million partitions walking again at
-once kept PostgreSQL busy with partitions whose data was not due yet.
+partitions and never overlap: two workers never lock the same partition). A worker walks the
+partitions of its range that hold segments in bounded steps (``rq_retention_step``: a window
+of such partitions, at most ``STEP_ROWS`` segments deleted, one short transaction), deleting
+the segments no reader needs any more. Then the deduplication keys whose window has passed go
+(``rq_dedup_purge_step``). Bounded steps keep each transaction short, so pushes and pops never
+queue behind a long delete; a worker that runs out of round time resumes where it stopped in
+the next round. A worker that finished its range starts the next walk of it only
+``WALK_INTERVALS`` intervals after it started the last one: a walk costs a look at every
+partition that holds data, and walking again at once kept PostgreSQL busy with data that was
+not due yet.
+
+With ``idle_days`` > 0, each worker also takes one step per round of the idle-partition
+cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
+idle that long deleted). That walk has to look at every partition, empty or not, so it is
+paced rather than run to the end: partitions go idle over days, and walking a million of them
+at full speed each round kept a core busy.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ WINDOW_PARTITIONS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
 WALK_INTERVALS = 3
-STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5, $6)"
+IDLE_WINDOW = 1_000
+STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5)"
+IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
 DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
 TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
 COUNTERS = ("segments", "messages", "evicted", "partitions")
@@ -51,6 +59,7 @@ class RetentionLoop(leader.ElectedLoop):
         super().__init__(run, interval)
         self._ranges = id_ranges(parallelism)
         self._positions = [start for start, _ in self._ranges]
+        self._idle_positions = [start for start, _ in self._ranges]
         self._walk_period = WALK_INTERVALS * interval
         self._walk_started = [-self._walk_period] * parallelism
         self._idle_seconds = idle_days * 86_400
@@ -78,17 +87,23 @@ class RetentionLoop(leader.ElectedLoop):
         return totals
 
     async def _walk(self, worker: int, deadline: float) -> dict[str, int]:
-        """One worker: steps over its range from where it stopped last, once round at most."""
+        """One worker: a step of the idle cleanup, then steps over its range's data from where it
+        stopped last, once round at most."""
         start, end = self._ranges[worker]
         counts = dict.fromkeys(COUNTERS, 0)
+        if self._idle_seconds > 0:
+            row = await self._run(lambda conn: conn.fetchrow(
+                IDLE_SQL, self._idle_positions[worker], end, IDLE_WINDOW, self._idle_seconds, worker))
+            counts["partitions"] = row["partitions"]
+            self._idle_positions[worker] = start if row["next_from"] is None else row["next_from"]
         if self._positions[worker] == start:
             if time.monotonic() - self._walk_started[worker] < self._walk_period:
                 return counts  # this range was walked a moment ago
             self._walk_started[worker] = time.monotonic()
         while time.monotonic() < deadline:
             row = await self._run(lambda conn: conn.fetchrow(
-                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, self._idle_seconds, worker))
-            for key in COUNTERS:
+                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker))
+            for key in ("segments", "messages", "evicted"):
                 counts[key] += row[key]
             if row["next_from"] is None:
                 self._positions[worker] = start

@@ -60,8 +60,12 @@ $$;
 
 -- One bounded step of one retention worker. A worker owns the partitions whose id lies in
 -- [p_from's range start, p_upper) (ids are random, so N contiguous ranges split the work
--- evenly and never overlap); a step looks at the next p_window partitions of its range from
--- p_from on, and returns where the next step starts (NULL: the range is done, start over).
+-- evenly and never overlap); a step looks at the next p_window partitions of its range that
+-- hold segments, from p_from on, and returns where the next step starts (NULL: the range is
+-- done, start over). Partitions without segments are never visited: they are found by
+-- skipping through the segments' primary key (one index probe per partition that holds data),
+-- so a walk costs what the retained data costs, not what the partition count costs (at a
+-- million partitions, visiting every partition each walk kept a core of PostgreSQL busy).
 --
 -- Segments go oldest first per partition, at most p_limit per step, and log_start moves past
 -- them (never backwards). A segment goes when it is older than the queue's retentionSeconds
@@ -71,15 +75,10 @@ $$;
 -- there yet (it would still read the partition from its start). Each rule holds for a prefix
 -- of the partition (created_at is monotone per partition), so the scan stops at the first
 -- segment that stays.
---
--- With p_idle_seconds > 0, partitions of the window that are empty (no segment), have no
--- live lease, no live deduplication key and no dead letter, and were not written for
--- p_idle_seconds, are deleted with their cursors and deduplication rows. A partition a push
--- holds is skipped (SKIP LOCKED); a push that resolved the partition before the delete finds
--- it gone when it locks and is retried whole, creating it afresh (002_push.sql).
+DROP FUNCTION IF EXISTS rq_retention_step(uuid, uuid, int, int, float8, int);
 CREATE OR REPLACE FUNCTION rq_retention_step(
-    p_from uuid, p_upper uuid, p_window int, p_limit int, p_idle_seconds float8, p_worker int
-) RETURNS TABLE (segments int, messages bigint, evicted bigint, partitions int, next_from uuid)
+    p_from uuid, p_upper uuid, p_window int, p_limit int, p_worker int
+) RETURNS TABLE (segments int, messages bigint, evicted bigint, next_from uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids       uuid[];
@@ -88,7 +87,6 @@ DECLARE
     v_seg       record;
     v_left      int := p_limit;
     v_n         int;
-    v_locked    int;
     -- per segment to delete
     v_seg_pid   uuid[] := '{}';
     v_seg_base  bigint[] := '{}';
@@ -99,22 +97,27 @@ DECLARE
     v_count     int[] := '{}';
     v_msgs      bigint[] := '{}';
     v_lost      bigint[] := '{}';
-    -- per deleted idle partition
-    v_idle_qid  bigint[] := '{}';
 BEGIN
-    SELECT array_agg(w.id ORDER BY w.id) INTO v_ids FROM (
-        SELECT p.id FROM rq_partitions p
-        WHERE p.id >= p_from AND (p_upper IS NULL OR p.id < p_upper)
-        ORDER BY p.id LIMIT p_window + 1) w;
+    WITH RECURSIVE holders (id, n) AS (
+        (SELECT s.partition_id, 1 FROM rq_segments s
+         WHERE s.partition_id >= p_from AND (p_upper IS NULL OR s.partition_id < p_upper)
+         ORDER BY s.partition_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT s.partition_id FROM rq_segments s
+                WHERE s.partition_id > h.id AND (p_upper IS NULL OR s.partition_id < p_upper)
+                ORDER BY s.partition_id LIMIT 1), h.n + 1
+        FROM holders h WHERE h.id IS NOT NULL AND h.n <= p_window
+    )
+    SELECT array_agg(h.id ORDER BY h.id) INTO v_ids FROM holders h WHERE h.id IS NOT NULL;
     IF cardinality(v_ids) > p_window THEN
         v_next := v_ids[p_window + 1];
         v_ids := v_ids[1:p_window];
     END IF;
-    -- The window is the id range v_ids[1] .. v_ids[last] (an index range scan, whatever the
-    -- number of partitions); one created in it meanwhile is in this worker's range too.
 
     -- Only partitions whose oldest segment goes are visited segment by segment; the others
-    -- cost one row of this statement.
+    -- cost one row of this statement. Whether the oldest segment is old enough is asked
+    -- first: most partitions holding data hold only young data, and their readers are not
+    -- looked at.
     FOR v_part IN
         SELECT x.* FROM (
             SELECT p.id, p.queue_id, q.completed_retention_seconds AS completed,
@@ -131,9 +134,12 @@ BEGIN
             JOIN rq_queues q ON q.id = p.queue_id
             CROSS JOIN LATERAL (SELECT s.end_offset, s.created_at FROM rq_segments s
                                 WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1) f
-            WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
+            WHERE p.id = ANY (v_ids)
               AND p.last_offset >= p.log_start
               AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0 OR q.max_wait_seconds > 0)
+              AND (f.created_at < now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
+                                                                      nullif(q.max_wait_seconds, 0)))
+                   OR f.created_at < now() - make_interval(secs => nullif(q.completed_retention_seconds, 0)))
         ) x
         WHERE rq_segment_goes(x.created_at, x.end_offset, x.age_cut, x.completed, x.done)
         ORDER BY x.id
@@ -198,44 +204,76 @@ BEGIN
                 evicted = t.evicted + EXCLUDED.evicted;
     END IF;
 
-    IF p_idle_seconds > 0 THEN
-        FOR v_part IN
-            SELECT p.id, p.queue_id
-            FROM rq_partitions p
-            WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
-              AND p.last_offset < p.log_start
-              AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
-              AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
-              AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
-              AND NOT EXISTS (SELECT 1 FROM rq_dlq x WHERE x.queue_id = p.queue_id AND x.partition_id = p.id)
-            ORDER BY p.id
-            FOR UPDATE OF p SKIP LOCKED
-        LOOP
-            -- Cursors are locked without waiting (an ack holding one may go on to lock
-            -- partitions: waiting here could close a cycle); a busy or leased one keeps the
-            -- partition for a later step.
-            SELECT count(*) INTO v_n FROM rq_consumers c WHERE c.partition_id = v_part.id;
-            SELECT count(*) INTO v_locked FROM (
-                SELECT 1 FROM rq_consumers c WHERE c.partition_id = v_part.id
-                  AND (c.span_end IS NULL OR c.lease_expires_at <= now())
-                FOR UPDATE SKIP LOCKED) l;
-            CONTINUE WHEN v_locked < v_n;
-            DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
-            DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
-            DELETE FROM rq_partitions p WHERE p.id = v_part.id;
-            v_idle_qid := v_idle_qid || v_part.queue_id;
-        END LOOP;
-        IF cardinality(v_idle_qid) > 0 THEN
-            INSERT INTO rq_retention_totals AS t (queue_id, worker, partitions)
-            SELECT d.qid, p_worker, count(*) FROM unnest(v_idle_qid) AS d(qid) GROUP BY d.qid
-            ON CONFLICT (queue_id, worker) DO UPDATE SET partitions = t.partitions + EXCLUDED.partitions;
-        END IF;
-    END IF;
-
     RETURN QUERY SELECT (SELECT coalesce(sum(c), 0) FROM unnest(v_count) c)::int,
                         (SELECT coalesce(sum(m), 0) FROM unnest(v_msgs) m)::bigint,
-                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint,
-                        cardinality(v_idle_qid), v_next;
+                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint, v_next;
+END;
+$$;
+
+-- One bounded step of the idle-partition cleanup, over the same id ranges as the retention
+-- workers: of the next p_window partitions of the range from p_from on, those that are empty
+-- (no segment), have no live lease, no live deduplication key and no dead letter, and were
+-- not written for p_idle_seconds, are deleted with their cursors and deduplication rows.
+-- Returns how many went and where the next step starts (NULL: the range is done). This walk
+-- visits every partition, so the loop paces it (a step per worker and round): partitions go
+-- idle over days, and a walk of a million partitions at full speed cost a core.
+--
+-- A partition a push holds is skipped (SKIP LOCKED); a push that resolved the partition
+-- before the delete finds it gone when it locks and is retried whole, creating it afresh
+-- (002_push.sql).
+CREATE OR REPLACE FUNCTION rq_idle_partitions_step(
+    p_from uuid, p_upper uuid, p_window int, p_idle_seconds float8, p_worker int
+) RETURNS TABLE (partitions int, next_from uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids       uuid[];
+    v_next      uuid;
+    v_part      record;
+    v_n         int;
+    v_locked    int;
+    v_idle_qid  bigint[] := '{}';
+BEGIN
+    SELECT array_agg(w.id ORDER BY w.id) INTO v_ids FROM (
+        SELECT p.id FROM rq_partitions p
+        WHERE p.id >= p_from AND (p_upper IS NULL OR p.id < p_upper)
+        ORDER BY p.id LIMIT p_window + 1) w;
+    IF cardinality(v_ids) > p_window THEN
+        v_next := v_ids[p_window + 1];
+        v_ids := v_ids[1:p_window];
+    END IF;
+
+    FOR v_part IN
+        SELECT p.id, p.queue_id
+        FROM rq_partitions p
+        WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
+          AND p.last_offset < p.log_start
+          AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
+          AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
+          AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
+          AND NOT EXISTS (SELECT 1 FROM rq_dlq x WHERE x.queue_id = p.queue_id AND x.partition_id = p.id)
+        ORDER BY p.id
+        FOR UPDATE OF p SKIP LOCKED
+    LOOP
+        -- Cursors are locked without waiting (an ack holding one may go on to lock
+        -- partitions: waiting here could close a cycle); a busy or leased one keeps the
+        -- partition for a later step.
+        SELECT count(*) INTO v_n FROM rq_consumers c WHERE c.partition_id = v_part.id;
+        SELECT count(*) INTO v_locked FROM (
+            SELECT 1 FROM rq_consumers c WHERE c.partition_id = v_part.id
+              AND (c.span_end IS NULL OR c.lease_expires_at <= now())
+            FOR UPDATE SKIP LOCKED) l;
+        CONTINUE WHEN v_locked < v_n;
+        DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
+        DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
+        DELETE FROM rq_partitions p WHERE p.id = v_part.id;
+        v_idle_qid := v_idle_qid || v_part.queue_id;
+    END LOOP;
+    IF cardinality(v_idle_qid) > 0 THEN
+        INSERT INTO rq_retention_totals AS t (queue_id, worker, partitions)
+        SELECT d.qid, p_worker, count(*) FROM unnest(v_idle_qid) AS d(qid) GROUP BY d.qid
+        ON CONFLICT (queue_id, worker) DO UPDATE SET partitions = t.partitions + EXCLUDED.partitions;
+    END IF;
+    RETURN QUERY SELECT cardinality(v_idle_qid), v_next;
 END;
 $$;
 
