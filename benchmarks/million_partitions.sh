@@ -53,6 +53,7 @@ reginamq bench --url "http://127.0.0.1:$PORT" --database-url "$DB" --queue parti
 python3 - "$DB" <<'EOF'
 import asyncio, sys, time
 import asyncpg
+from reginamq.engine.stats import refresh
 
 async def main(url):
     conn = await asyncpg.connect(url)
@@ -61,9 +62,11 @@ async def main(url):
     stats = await conn.fetchval("SELECT pg_total_relation_size('rq_stats_partitions') + pg_total_relation_size('rq_stats_cursors')")
     print(f"{partitions:,} partitions: partition + cursor {core / partitions:.0f} bytes each "
           f"(Queen 1.0: 641); statistics snapshots {stats / partitions:.0f} bytes each")
-    started = time.monotonic()
-    await conn.execute("SELECT rq_stats_refresh(10, 86400)")
-    print(f"statistics refresh: {(time.monotonic() - started) * 1000:.0f} ms")
+    for full in (True, False):
+        started = time.monotonic()
+        await refresh(conn, full)
+        print(f"statistics refresh, {'full pass' if full else 'incremental'}: "
+              f"{(time.monotonic() - started) * 1000:.0f} ms")
     await conn.close()
 
 asyncio.run(main(sys.argv[1]))

@@ -1,8 +1,9 @@
 """What one partition costs in PostgreSQL: create N partitions through pushes (one message
 each, none declared in advance), consume every one with the queue-mode reader (one cursor per
 partition), and divide each table's size (heap + indexes + TOAST) by N. Also times what grows
-with N: finding one partition with data (wildcard pop), the statistics refresh, and one full
-retention walk over every partition with 1 and with 4 workers.
+with N: finding one partition with data (wildcard pop), the statistics refresh (a full pass,
+and an incremental one after a few partitions moved), and one full retention walk over every
+partition with 1 and with 4 workers.
 
     python benchmarks/partition_cost.py --partitions 100000
 
@@ -21,7 +22,7 @@ import asyncpg
 import httpx
 
 from reginamq.bench.broker import OwnBroker
-from reginamq.engine.stats import BUCKET_SECONDS, KEEP_SECONDS, REFRESH_SQL
+from reginamq.engine import stats
 from reginamq.maintenance.retention import STEP_ROWS, STEP_SQL, WINDOW_PARTITIONS, id_ranges
 
 TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup", "rq_stats_partitions", "rq_stats_cursors")
@@ -90,15 +91,25 @@ async def sizes(database_url: str) -> tuple[dict[str, asyncpg.Record], list[asyn
         await conn.close()
 
 
-async def refresh_seconds(database_url: str) -> list[float]:
-    """How long the statistics refresh takes over this many partitions: the first after the
-    load (it books the changes), then one with nothing changed."""
+async def refresh_seconds(database_url: str, url: str, queue: str, partitions: int, moved: int = 100) -> list[float]:
+    """How long the statistics refresh takes over this many partitions: a full pass after the
+    load (it books the changes), a full pass with nothing changed, then an incremental refresh
+    (what the stats loop runs between full passes) after ``moved`` old partitions were written
+    and consumed."""
     conn = await asyncpg.connect(database_url)
     try:
         timings = []
-        for _ in range(2):
+        for full in (True, True, False):
+            if not full:
+                async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                    await http.post("/api/v1/push", json={"items": [
+                        {"queue": queue, "partition": f"p-{n * (partitions // moved)}", "payload": n}
+                        for n in range(moved)]})
+                    answer = await http.get(f"/api/v1/pop/queue/{queue}",
+                                            params={"batch": moved, "partitions": moved, "autoAck": "true"})
+                    assert answer.status_code == 200, answer.status_code
             started = time.monotonic()
-            await conn.execute(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS)
+            await stats.refresh(conn, full)
             timings.append(time.monotonic() - started)
         return timings
     finally:
@@ -113,7 +124,7 @@ async def retention_walk_seconds(database_url: str, workers: int) -> float:
         try:
             position = start
             while position is not None:
-                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0.0, 0)
+                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0)
                 position = row["next_from"]
         finally:
             await conn.close()
@@ -158,8 +169,9 @@ async def main() -> None:
         print(f"{args.partitions:,} partitions created and consumed in {time.monotonic() - started:.0f} s")
         median, worst = await wildcard_pop_ms(broker.url, "cost")
         print(f"wildcard pop finding one message among them: median {median:.1f} ms, worst {worst:.1f} ms")
-        booked, idle = await refresh_seconds(broker.database_url)
-        print(f"statistics refresh: {booked * 1000:.0f} ms booking the load, {idle * 1000:.0f} ms with nothing new")
+        booked, idle, incremental = await refresh_seconds(broker.database_url, broker.url, "cost", args.partitions)
+        print(f"statistics refresh: full pass {booked * 1000:.0f} ms booking the load, {idle * 1000:.0f} ms with "
+              f"nothing new; incremental {incremental * 1000:.0f} ms after 100 partitions moved")
         walks = {workers: await retention_walk_seconds(broker.database_url, workers) for workers in (1, 4)}
         print("retention walk over every partition: " + ", ".join(
             f"{seconds * 1000:.0f} ms with {workers} worker{'s' if workers > 1 else ''}"

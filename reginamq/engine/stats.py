@@ -19,7 +19,10 @@ from reginamq.engine.browse import iso_millis
 BUCKET_SECONDS = 10
 KEEP_SECONDS = 24 * 3600
 THROUGHPUT_WINDOW_SECONDS = 60
-REFRESH_SQL = "SELECT rq_stats_refresh($1, $2)"
+REFRESH_SQL = "SELECT rq_stats_refresh($1, $2, $3)"
+REFRESH_LOCK_SQL = "LOCK TABLE rq_stats_state IN EXCLUSIVE MODE"
+FULL_PASS_SQL = ("SELECT extract(epoch FROM clock_timestamp() - full_at)::float8 AS since, full_seconds "
+                 "FROM rq_stats_state WHERE id = 1")
 QUEUES_SQL = "SELECT * FROM rq_stats_queues($1)"
 SERIES_SQL = "SELECT * FROM rq_stats_series($1, $2, $3, $4)"
 GROUPS_SQL = "SELECT * FROM rq_stats_groups_of($1)"
@@ -36,9 +39,23 @@ def stamp(moment: datetime | None) -> str | None:
     return None if moment is None else iso_millis(moment).decode()
 
 
-async def refresh(conn) -> int:
-    async with conn.transaction():
-        return await conn.fetchval(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS)
+async def refresh(conn, full: bool = True) -> int:
+    """One refresh; returns the number of queues. A full pass (what an explicit refresh asks
+    for) recomputes everything and costs time with the partitions; an incremental one costs
+    what moved since the last refresh (see 012_stats.sql). REPEATABLE READ: the counters, the
+    snapshots they are measured against and the gauges must describe one instant, or the
+    gauges an incremental refresh carries forward would drift. The refreshes' lock is taken
+    first: a LOCK takes no snapshot, so the refresh's snapshot comes after the previous refresh
+    committed instead of before (which would fail it with a serialization error)."""
+    async with conn.transaction(isolation="repeatable_read"):
+        await conn.execute(REFRESH_LOCK_SQL)
+        return await conn.fetchval(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS, full)
+
+
+async def last_full_pass(conn) -> tuple[float | None, float | None]:
+    """Seconds since the last full pass started and how long it took (None, None before any)."""
+    row = await conn.fetchrow(FULL_PASS_SQL)
+    return (None, None) if row is None else (row["since"], row["full_seconds"])
 
 
 def _queue(row) -> dict:

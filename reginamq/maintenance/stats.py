@@ -1,12 +1,18 @@
 """The stats loop: refreshes the statistics tables and forgets what no route needs any more.
 
 Every ``interval`` seconds (or less often, when a refresh takes more than a fifth of the
-time: its cost grows with the partitions it reads) each broker process asks for the
-``stats`` lease (a row of its own in ``rq_leader_leases``, independent of retention); the
-holder runs one refresh
+time) each broker process asks for the ``stats`` lease (a row of its own in
+``rq_leader_leases``, independent of retention); the holder runs one refresh
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
 bounded purge steps: tombstones of deleted messages no pop can reach any more, and traces
 older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
+
+A full pass reads every partition and cursor (seconds at a million partitions, a PostgreSQL
+backend busy all that time); an incremental refresh reads only the cursors that moved. So the
+loop runs a full pass only when full passes take at most ``FULL_PASS_SHARE`` of the time --
+nearly always on a small database, where one takes milliseconds -- and at least every
+``FULL_PASS_EVERY_SECONDS``, to book what moves without the hot paths noting it (a seek, a
+group deleted, retention).
 """
 
 from __future__ import annotations
@@ -19,6 +25,16 @@ from reginamq.maintenance import leader
 
 STEP_ROWS = 10_000
 MAX_STEPS = 10
+FULL_PASS_SHARE = 0.05
+FULL_PASS_EVERY_SECONDS = 600.0
+
+
+def full_pass_due(since: float | None, took: float | None) -> bool:
+    """Whether the next refresh is a full pass, given the seconds since the last one started
+    and how long it took (None before the first)."""
+    if since is None or took is None:
+        return True
+    return since >= min(took / FULL_PASS_SHARE, FULL_PASS_EVERY_SECONDS)
 
 
 def trace_retention_days() -> float:
@@ -33,7 +49,8 @@ class StatsLoop(leader.ElectedLoop):
     MAX_DUTY_CYCLE = 0.2
 
     async def round(self) -> dict[str, int]:
-        totals = {"queues": await self._run(stats.refresh), "tombstones": 0, "traces": 0}
+        full = full_pass_due(*await self._run(stats.last_full_pass))
+        totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0}
         days = trace_retention_days()
         steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ())]
         if days > 0:

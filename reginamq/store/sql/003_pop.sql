@@ -183,6 +183,7 @@ DECLARE
     v_returnable uuid[] := '{}';  -- candidates that go back to the broker if not reached
     v_exit_ord bigint;
     v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
+    v_touched  uuid[] := '{}';  -- partitions whose cursor this call moved (for the stats)
 BEGIN
     -- A named group registers its durable subscription on every queue it first reads.
     IF NOT v_queue_mode THEN
@@ -301,6 +302,7 @@ BEGIN
                 ON CONFLICT (queue_id, consumer_group) DO UPDATE SET expired = e.expired + EXCLUDED.expired;
                 UPDATE rq_consumers c SET committed = v_live - 1, retry_count = 0
                 WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
+                v_touched := v_touched || v_cand.id;
                 v_cur.committed := v_live - 1;
                 v_from := v_live;
             END IF;
@@ -325,6 +327,7 @@ BEGIN
             IF v_from - 1 > v_cur.committed THEN
                 UPDATE rq_consumers c SET committed = v_from - 1
                 WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
+                v_touched := v_touched || v_cand.id;
                 v_cur.committed := v_from - 1;
             END IF;
             v_to := coalesce((SELECT min(d.message_offset) - 1 FROM rq_deleted d
@@ -333,6 +336,9 @@ BEGIN
         CONTINUE WHEN v_to < v_from;
 
         v_attempt := CASE WHEN v_from <= v_cur.last_delivered THEN v_cur.attempts + 1 ELSE 1 END;
+        IF p_auto_ack OR v_to > v_cur.last_delivered THEN  -- a redelivery moves nothing the stats count
+            v_touched := v_touched || v_cand.id;
+        END IF;
         IF p_auto_ack THEN
             UPDATE rq_consumers c
             SET committed = v_to, span_start = NULL, span_end = NULL, lease_id = NULL,
@@ -368,6 +374,10 @@ BEGIN
         v_budget := v_budget - (v_to - v_from + 1)::int;
         v_claimed := v_claimed + 1;
     END LOOP;
+
+    IF cardinality(v_touched) > 0 THEN  -- for the next incremental stats refresh (012_stats.sql)
+        PERFORM rq_stats_touch(v_touched, array_fill(p_group, ARRAY[cardinality(v_touched)]));
+    END IF;
 
     -- Pending hints (or sweep finds) the pop did not get to (its limits were reached first) go
     -- back to the broker; the others were claimed, or are leased (their ack announces them).

@@ -37,6 +37,8 @@ DECLARE
     v_released   bool;
     v_whole_pids uuid[];
     v_whole_grps text[];
+    v_moved_pids uuid[] := '{}';  -- cursors the loop below moved (for the stats)
+    v_moved_grps text[] := '{}';
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
     -- the loop below never take a cursor lock out of that order.
@@ -99,6 +101,9 @@ BEGIN
     )
     SELECT array_agg(r.partition_id), array_agg(r.consumer_group) INTO v_whole_pids, v_whole_grps
     FROM released r;
+    IF v_whole_pids IS NOT NULL THEN  -- for the next incremental stats refresh (012_stats.sql)
+        PERFORM rq_stats_touch(v_whole_pids, v_whole_grps);
+    END IF;
 
     -- more data behind a released span: wake parked pops, hint the partition
     PERFORM pg_notify('rq_push', q.name || E'\n' || p.id::text)
@@ -251,11 +256,16 @@ BEGIN
                 retry_count = v_cur.retry_count, retry_charged = v_cur.retry_charged
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         END IF;
+        v_moved_pids := v_moved_pids || v_key.pid;
+        v_moved_grps := v_moved_grps || v_key.grp;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,
                v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false
         FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
     END LOOP;
+    IF cardinality(v_moved_pids) > 0 THEN
+        PERFORM rq_stats_touch(v_moved_pids, v_moved_grps);
+    END IF;
 END;
 $$;
 

@@ -9,6 +9,17 @@
 --   dead_lettered rq_dlq rows by failed_at
 -- and the gauges depth (what the queue-mode reader still has to read), lag (the largest
 -- backlog of a named consumer group) and dlq_depth.
+--
+-- A full pass compares every cursor and recomputes the gauges over every partition: its cost
+-- grows with the partitions (seconds at a million). An incremental refresh costs what moved:
+-- it compares only the cursors the hot paths noted in rq_stats_touched, and adjusts the gauges
+-- of the last refresh by what it booked (depth + pushed - the queue-mode reader's advance).
+-- That is exact because a refresh reads one snapshot (it runs in a REPEATABLE READ
+-- transaction): the gauges it leaves and the snapshots it remembers describe one instant, so
+-- the next refresh's differences carry them forward. What moves the numbers without a touched
+-- row (a seek, a group deleted, retention evicting unread messages or deleting partitions, a
+-- crash emptying the unlogged touched table) waits for the next full pass, which the stats loop
+-- runs at least every ten minutes (maintenance/stats.py).
 
 CREATE TABLE IF NOT EXISTS rq_stats (
     queue_id       bigint NOT NULL,
@@ -67,26 +78,79 @@ CREATE TABLE IF NOT EXISTS rq_stats_state (
     dlq_until     timestamptz NOT NULL,
     refreshed_at  timestamptz NOT NULL
 );
+-- When the last full pass started and how long it took: the stats loop spaces full passes by
+-- their cost (maintenance/stats.py).
+ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_at timestamptz;
+ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_seconds double precision;
 
--- One refresh. Serialised by an advisory lock, so two refreshes never book the same change
--- twice. The very first refresh of a database books history into the totals only, not into
--- a bucket. Returns the number of queues.
-CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int) RETURNS int
+-- Cursors the hot paths moved (committed, last_delivered or retry_count), for the next
+-- incremental refresh: rq_pop and rq_ack note every cursor of a call in one statement
+-- (rq_stats_touch), in the transaction that moves them. `second` is that transaction's start,
+-- truncated: a writer whose row already exists writes nothing and relies on that row, and its
+-- change may commit after a refresh's snapshot, so a refresh deletes only rows a few seconds old
+-- (c_touched_margin in rq_stats_refresh: a writer's transaction that old has committed, as the
+-- dead letters a refresh leaves for later assume too). Rarer paths (a seek, a group deleted,
+-- retention) write nothing here: the full pass books them. Unlogged: a crash loses only what the
+-- next full pass books anyway.
+CREATE UNLOGGED TABLE IF NOT EXISTS rq_stats_touched (
+    second          bigint NOT NULL,
+    partition_id    uuid NOT NULL,
+    consumer_group  text NOT NULL,
+    PRIMARY KEY (second, partition_id, consumer_group)
+);
+
+-- plpgsql, not sql: its plan is kept for the session, a hot path does not plan it per call.
+-- Never waits on another writer's row: a writer holds the cursor's lock until it commits, so two
+-- uncommitted transactions never note the same cursor.
+CREATE OR REPLACE FUNCTION rq_stats_touch(p_partitions uuid[], p_groups text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO rq_stats_touched (second, partition_id, consumer_group)
+    SELECT floor(extract(epoch FROM now()))::bigint, t.pid, t.grp
+    FROM unnest(p_partitions, p_groups) AS t(pid, grp)
+    ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- One refresh: a full pass (p_full, its default, and always the first) or an incremental one
+-- (engine/stats.py runs it; the stats loop decides which, maintenance/stats.py). Serialised by
+-- the lock of rq_stats_state, so two refreshes never book the same change twice. The very
+-- first refresh of a database books history into the totals only, not into a bucket. Returns
+-- the number of queues.
+CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int, p_full bool DEFAULT true)
+RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now       timestamptz;
+    v_second    bigint;
     v_bucket    timestamptz;
     v_dlq_from  timestamptz;
     v_dlq_until timestamptz;
     v_first     bool;
+    v_full      bool;
+    v_full_at   timestamptz;
     v_n         int;
     v_prev      timestamptz;
+    c_touched_margin CONSTANT int := 2;  -- seconds: see rq_stats_touched
 BEGIN
-    PERFORM pg_advisory_xact_lock(5391725843216617);  -- "rq stats"
-    v_now := clock_timestamp();
-    v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
-    SELECT s.dlq_until, s.refreshed_at INTO v_dlq_from, v_prev FROM rq_stats_state s WHERE s.id = 1;
+    -- One snapshot for everything below (see the top of this file). A READ COMMITTED caller
+    -- would get a snapshot per statement, and gauges that drift from the counters.
+    IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION 'rq_stats_refresh must run in a REPEATABLE READ transaction';
+    END IF;
+    -- Callers take this lock before their transaction's snapshot (engine/stats.py: LOCK TABLE
+    -- takes none), so it is taken after the previous refresh committed. A caller that did not
+    -- may hold a snapshot older than a refresh that committed while it waited: locking the
+    -- state row then raises a serialization failure (retry with a fresh snapshot) instead of
+    -- booking that refresh's changes a second time; two first refreshes meet at the final insert.
+    LOCK TABLE rq_stats_state IN EXCLUSIVE MODE;
+    SELECT s.dlq_until, s.refreshed_at, s.full_at INTO v_dlq_from, v_prev, v_full_at
+    FROM rq_stats_state s WHERE s.id = 1 FOR UPDATE;
     v_first := NOT FOUND;
+    v_full := p_full OR v_full_at IS NULL;  -- an incremental refresh adjusts what a full pass left
+    v_now := clock_timestamp();
+    v_second := floor(extract(epoch FROM v_now));
+    v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
     -- Dead letters are counted by failed_at a little behind now: an ack transaction stamped
     -- before this instant but not committed yet is counted by the next refresh.
     v_dlq_until := v_now - interval '2 seconds';
@@ -94,14 +158,23 @@ BEGIN
         v_dlq_until := v_dlq_from;
     END IF;
 
+    -- Per queue: counter deltas and the partitions seen for the first time; per reader (queue,
+    -- consumer group): how far its read position advanced, which an incremental refresh takes off
+    -- the depth and the backlogs; and the cursors that may have moved since the last refresh.
     CREATE TEMP TABLE IF NOT EXISTS rq_stats_delta (
-        queue_id bigint, pushed bigint, popped bigint, acked bigint, failed bigint, dead bigint
+        queue_id bigint, pushed bigint, popped bigint, acked bigint, failed bigint, dead bigint, partitions bigint
+    ) ON COMMIT DROP;
+    CREATE TEMP TABLE IF NOT EXISTS rq_stats_advanced (
+        queue_id bigint, consumer_group text, advance bigint
+    ) ON COMMIT DROP;
+    CREATE TEMP TABLE IF NOT EXISTS rq_stats_moved (
+        partition_id uuid, consumer_group text, committed bigint, last_delivered bigint, retry_count int
     ) ON COMMIT DROP;
 
-    -- pushed: last_offset advances, read and remembered in one statement (one snapshot). Only
-    -- partitions written since the previous refresh can have advanced: last_write_at (which
-    -- lags a write by at most a second) finds them through its index, so a refresh does not
-    -- read a million idle partitions; the margin covers pushes committed late.
+    -- pushed: last_offset advances, read and remembered in one statement. Only partitions
+    -- written since the previous refresh can have advanced: last_write_at (which lags a write
+    -- by at most a second) finds them through its index, so a refresh does not read a million
+    -- idle partitions; the margin covers pushes committed late.
     WITH snap AS MATERIALIZED (
         SELECT p.id, p.queue_id, p.last_offset, s.last_offset AS prev
         FROM rq_queues q
@@ -114,28 +187,61 @@ BEGIN
         SELECT id, last_offset FROM snap
         ON CONFLICT (partition_id) DO UPDATE SET last_offset = EXCLUDED.last_offset
     )
-    INSERT INTO rq_stats_delta (queue_id, pushed)
-    SELECT queue_id, sum(greatest(last_offset - coalesce(prev, -1), 0)) FROM snap GROUP BY queue_id;
+    INSERT INTO rq_stats_delta (queue_id, pushed, partitions)
+    SELECT queue_id, sum(greatest(last_offset - coalesce(prev, -1), 0)), count(*) FILTER (WHERE prev IS NULL)
+    FROM snap GROUP BY queue_id;
 
-    -- popped / acked / failed: cursor movements. A cursor seen for the first time counts
-    -- from the start of the log when it read from there (queue mode, subscription "all").
-    WITH snap AS MATERIALIZED (
-        SELECT c.partition_id, c.consumer_group, p.queue_id, c.committed, c.last_delivered, c.retry_count,
-               s.committed AS prev_committed, s.last_delivered AS prev_delivered, s.retry_count AS prev_retry,
-               (c.consumer_group = '__QUEUE_MODE__' OR coalesce(g.subscription_mode, 'all') = 'all') AS from_start,
-               p.log_start
+    -- popped / acked / failed: cursor movements. The cursors that may have moved: every cursor
+    -- that differs from its snapshot (full pass), or every cursor in rq_stats_touched
+    -- (incremental: all it holds; a row read again costs a key lookup and books nothing twice).
+    -- Two statements, not one with a condition in it: a plan shared by both modes would read
+    -- every cursor in an incremental refresh too.
+    IF v_full THEN
+        INSERT INTO rq_stats_moved
+        SELECT c.partition_id, c.consumer_group, c.committed, c.last_delivered, c.retry_count
         FROM rq_consumers c
-        JOIN rq_partitions p ON p.id = c.partition_id
         LEFT JOIN rq_stats_cursors s ON s.partition_id = c.partition_id AND s.consumer_group = c.consumer_group
-        LEFT JOIN rq_consumer_groups g ON g.queue_id = p.queue_id AND g.name = c.consumer_group
         WHERE s.partition_id IS NULL OR s.committed <> c.committed OR s.last_delivered <> c.last_delivered
-              OR s.retry_count <> c.retry_count
+              OR s.retry_count <> c.retry_count;
+    ELSE
+        INSERT INTO rq_stats_moved
+        SELECT c.partition_id, c.consumer_group, c.committed, c.last_delivered, c.retry_count
+        FROM (SELECT DISTINCT t.partition_id, t.consumer_group FROM rq_stats_touched t) t
+        JOIN rq_consumers c ON c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group;
+    END IF;
+    -- A cursor seen for the first time counts from the start of the log when it read from there
+    -- (queue mode, subscription "all").
+    WITH snap AS MATERIALIZED (
+        SELECT m.partition_id, m.consumer_group, p.queue_id, m.committed, m.last_delivered, m.retry_count,
+               s.committed AS prev_committed, s.last_delivered AS prev_delivered, s.retry_count AS prev_retry,
+               (m.consumer_group = '__QUEUE_MODE__' OR coalesce(g.subscription_mode, 'all') = 'all') AS from_start,
+               p.log_start, g.subscription_from
+        FROM rq_stats_moved m
+        JOIN rq_partitions p ON p.id = m.partition_id
+        LEFT JOIN rq_stats_cursors s ON s.partition_id = m.partition_id AND s.consumer_group = m.consumer_group
+        LEFT JOIN rq_consumer_groups g ON g.queue_id = p.queue_id AND g.name = m.consumer_group
+        WHERE s.partition_id IS NULL OR s.committed <> m.committed OR s.last_delivered <> m.last_delivered
+              OR s.retry_count <> m.retry_count
     ), remembered AS (
         INSERT INTO rq_stats_cursors AS s (partition_id, consumer_group, committed, last_delivered, retry_count)
         SELECT partition_id, consumer_group, committed, last_delivered, retry_count FROM snap
         ON CONFLICT (partition_id, consumer_group) DO UPDATE
             SET committed = EXCLUDED.committed, last_delivered = EXCLUDED.last_delivered,
                 retry_count = EXCLUDED.retry_count
+    ), advanced AS (
+        -- the read position as the gauges count it: the committed offset, or for a cursor not
+        -- seen before where the gauges counted it from (the start of the log, or the group's
+        -- subscription); never before the log start
+        INSERT INTO rq_stats_advanced (queue_id, consumer_group, advance)
+        SELECT queue_id, consumer_group,
+               sum(greatest(committed, log_start - 1)
+                   - greatest(coalesce(prev_committed,
+                                       CASE WHEN consumer_group = '__QUEUE_MODE__' THEN log_start - 1
+                                            ELSE rq_seed_cursor(partition_id, log_start, subscription_from) END),
+                              log_start - 1))
+        FROM snap
+        WHERE NOT v_full
+        GROUP BY queue_id, consumer_group
     )
     INSERT INTO rq_stats_delta (queue_id, popped, acked, failed)
     SELECT queue_id,
@@ -152,45 +258,72 @@ BEGIN
     WHERE (v_dlq_from IS NULL OR d.failed_at >= v_dlq_from) AND d.failed_at < v_dlq_until
     GROUP BY d.queue_id;
 
-    -- Per named group: its backlog over the queue's partitions (a partition it has not read
-    -- yet counts from where its cursor would start).
-    DELETE FROM rq_stats_groups;
-    INSERT INTO rq_stats_groups (queue_id, consumer_group, backlog, partitions_behind)
-    SELECT g.queue_id, g.name, sum(b.n), count(*) FILTER (WHERE b.n > 0)
-    FROM rq_consumer_groups g
-    JOIN rq_partitions p ON p.queue_id = g.queue_id
-    LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = g.name
-    CROSS JOIN LATERAL (
-        SELECT greatest(p.last_offset - greatest(coalesce(c.committed, rq_seed_cursor(p.id, p.log_start,
-                                                                                       g.subscription_from)),
-                                                 p.log_start - 1), 0) AS n
-    ) b
-    GROUP BY g.queue_id, g.name;
+    IF v_full THEN
+        -- Per named group: its backlog over the queue's partitions (a partition it has not read
+        -- yet counts from where its cursor would start).
+        DELETE FROM rq_stats_groups;
+        INSERT INTO rq_stats_groups (queue_id, consumer_group, backlog, partitions_behind)
+        SELECT g.queue_id, g.name, sum(b.n), count(*) FILTER (WHERE b.n > 0)
+        FROM rq_consumer_groups g
+        JOIN rq_partitions p ON p.queue_id = g.queue_id
+        LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = g.name
+        CROSS JOIN LATERAL (
+            SELECT greatest(p.last_offset - greatest(coalesce(c.committed, rq_seed_cursor(p.id, p.log_start,
+                                                                                           g.subscription_from)),
+                                                     p.log_start - 1), 0) AS n
+        ) b
+        GROUP BY g.queue_id, g.name;
+    ELSE
+        -- A backlog grows by what its queue received and shrinks by how far the group read.
+        -- partitions_behind stays as the last full pass counted it; a group that appeared since
+        -- shows from the next full pass on.
+        DELETE FROM rq_stats_groups sg WHERE NOT EXISTS (
+            SELECT 1 FROM rq_consumer_groups g WHERE g.queue_id = sg.queue_id AND g.name = sg.consumer_group);
+        UPDATE rq_stats_groups sg
+        SET backlog = greatest(sg.backlog + m.n, 0)
+        FROM (SELECT g.queue_id, g.consumer_group,
+                     coalesce((SELECT sum(d.pushed) FROM rq_stats_delta d WHERE d.queue_id = g.queue_id), 0)
+                     - coalesce((SELECT sum(a.advance) FROM rq_stats_advanced a
+                                 WHERE a.queue_id = g.queue_id AND a.consumer_group = g.consumer_group), 0) AS n
+              FROM rq_stats_groups g) m
+        WHERE sg.queue_id = m.queue_id AND sg.consumer_group = m.consumer_group AND m.n <> 0;
+    END IF;
 
-    -- Gauges and counters per queue, then the bucket.
-    WITH gauges AS (
-        SELECT q.id AS queue_id,
-               coalesce((SELECT sum(greatest(p.last_offset - greatest(coalesce(c.committed, p.log_start - 1),
-                                                                      p.log_start - 1), 0))
-                         FROM rq_partitions p
-                         LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
-                         WHERE p.queue_id = q.id), 0) AS depth,
-               coalesce((SELECT max(sg.backlog) FROM rq_stats_groups sg WHERE sg.queue_id = q.id), 0) AS lag,
-               (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id) AS dlq_depth,
-               (SELECT count(*) FROM rq_partitions p WHERE p.queue_id = q.id) AS partitions
-        FROM rq_queues q
-    ), deltas AS (
+    -- Gauges and counters per queue, then the bucket. A full pass counts the depth and the
+    -- partitions over every partition; an incremental refresh carries the last values forward.
+    WITH deltas AS (
         SELECT d.queue_id, coalesce(sum(d.pushed), 0) AS pushed, coalesce(sum(d.popped), 0) AS popped,
                coalesce(sum(d.acked), 0) AS acked, coalesce(sum(d.failed), 0) AS failed,
-               coalesce(sum(d.dead), 0) AS dead
+               coalesce(sum(d.dead), 0) AS dead, coalesce(sum(d.partitions), 0) AS partitions
         FROM rq_stats_delta d GROUP BY d.queue_id
-    ), joined AS MATERIALIZED (
-        SELECT g.*, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
+    ), gauges AS (
+        SELECT q.id AS queue_id, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
                coalesce(d.acked, 0) AS acked, coalesce(d.failed, 0) AS failed, coalesce(d.dead, 0) AS dead,
-               t.queue_id IS NULL OR t.depth <> g.depth OR t.lag <> g.lag OR t.dlq_depth <> g.dlq_depth AS moved
+               CASE WHEN v_full THEN
+                        coalesce((SELECT sum(greatest(p.last_offset - greatest(coalesce(c.committed, p.log_start - 1),
+                                                                               p.log_start - 1), 0))
+                                  FROM rq_partitions p
+                                  LEFT JOIN rq_consumers c ON c.partition_id = p.id
+                                                          AND c.consumer_group = '__QUEUE_MODE__'
+                                  WHERE p.queue_id = q.id), 0)
+                    ELSE greatest(coalesce(t.depth, 0) + coalesce(d.pushed, 0)
+                                  - coalesce((SELECT a.advance FROM rq_stats_advanced a
+                                              WHERE a.queue_id = q.id AND a.consumer_group = '__QUEUE_MODE__'), 0),
+                                  0)
+               END AS depth,
+               coalesce((SELECT max(sg.backlog) FROM rq_stats_groups sg WHERE sg.queue_id = q.id), 0) AS lag,
+               (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id) AS dlq_depth,
+               CASE WHEN v_full THEN (SELECT count(*) FROM rq_partitions p WHERE p.queue_id = q.id)
+                    ELSE coalesce(t.partitions, 0) + coalesce(d.partitions, 0)
+               END AS partitions,
+               t.queue_id IS NULL AS unseen, t.depth AS prev_depth, t.lag AS prev_lag, t.dlq_depth AS prev_dlq_depth
+        FROM rq_queues q
+        LEFT JOIN deltas d ON d.queue_id = q.id
+        LEFT JOIN rq_stats_totals t ON t.queue_id = q.id
+    ), joined AS MATERIALIZED (
+        SELECT g.*, g.unseen OR g.prev_depth <> g.depth OR g.prev_lag <> g.lag
+                    OR g.prev_dlq_depth <> g.dlq_depth AS moved
         FROM gauges g
-        LEFT JOIN deltas d ON d.queue_id = g.queue_id
-        LEFT JOIN rq_stats_totals t ON t.queue_id = g.queue_id
     ), bucketed AS (
         INSERT INTO rq_stats AS s (queue_id, bucket, pushed, popped, acked, failed, dead_lettered, depth, lag,
                                    dlq_depth)
@@ -216,11 +349,15 @@ BEGIN
             refreshed_at = EXCLUDED.refreshed_at;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
+    -- Touched rows old enough to delete were read by this refresh (an incremental one reads them
+    -- all; a full pass reads every cursor). Younger ones stay for the next refresh.
+    DELETE FROM rq_stats_touched t WHERE t.second < v_second - c_touched_margin;
     -- Forget what belongs to deleted queues, partitions and cursors, and old buckets. The
-    -- snapshots are read in full for that, so only about every five minutes: a leftover row
-    -- until then costs nothing but its bytes.
+    -- snapshots are read in full for that, so only in a full pass and about every five minutes:
+    -- a leftover row until then costs nothing but its bytes.
     DELETE FROM rq_stats_totals t WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = t.queue_id);
-    IF v_prev IS NULL OR floor(extract(epoch FROM v_now) / 300) <> floor(extract(epoch FROM v_prev) / 300) THEN
+    IF v_full AND (v_full_at IS NULL
+                   OR floor(extract(epoch FROM v_now) / 300) <> floor(extract(epoch FROM v_full_at) / 300)) THEN
         DELETE FROM rq_stats_partitions s
         WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = s.partition_id);
         DELETE FROM rq_stats_cursors s WHERE NOT EXISTS (
@@ -228,8 +365,12 @@ BEGIN
     END IF;
     DELETE FROM rq_stats s WHERE s.bucket < v_now - make_interval(secs => p_keep_seconds);
 
-    INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at) VALUES (1, v_dlq_until, v_now)
-    ON CONFLICT (id) DO UPDATE SET dlq_until = EXCLUDED.dlq_until, refreshed_at = EXCLUDED.refreshed_at;
+    INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at, full_at, full_seconds)
+    VALUES (1, v_dlq_until, v_now, v_now, extract(epoch FROM clock_timestamp() - v_now))
+    ON CONFLICT (id) DO UPDATE
+        SET dlq_until = EXCLUDED.dlq_until, refreshed_at = EXCLUDED.refreshed_at,
+            full_at = CASE WHEN v_full THEN EXCLUDED.full_at ELSE s.full_at END,
+            full_seconds = CASE WHEN v_full THEN EXCLUDED.full_seconds ELSE s.full_seconds END;
     RETURN v_n;
 END;
 $$;

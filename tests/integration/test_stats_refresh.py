@@ -1,0 +1,212 @@
+"""Full and incremental statistics refreshes (012_stats.sql), against a real broker.
+
+These tests decide when a refresh runs and of which kind, so they use a database and a broker
+of their own whose stats loop refreshes once at start and then waits an hour (the session
+broker's loop refreshes every 0.3 s). Incremental refreshes are asked for directly, as the
+stats loop does between full passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import pytest
+
+from reginamq.engine import stats
+from reginamq.maintenance.stats import StatsLoop
+from reginamq.store.database import apply_schema
+from tests.conftest import connection, start_broker, stop_process
+from tests.integration.helpers import ack, ack_batch, pop, push
+
+TOTALS_SQL = ("SELECT t.pushed, t.popped, t.acked, t.failed, t.dead_lettered, t.depth, t.lag, t.dlq_depth, "
+              "t.partitions FROM rq_stats_totals t JOIN rq_queues q ON q.id = t.queue_id WHERE q.name = $1")
+BUCKETS_SQL = ("SELECT sum(s.pushed) AS pushed, sum(s.popped) AS popped, sum(s.acked) AS acked, "
+               "sum(s.failed) AS failed FROM rq_stats s JOIN rq_queues q ON q.id = s.queue_id WHERE q.name = $1")
+TOUCHED_SQL = ("SELECT count(*) FROM rq_stats_touched t JOIN rq_partitions p ON p.id = t.partition_id "
+               "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1")
+GROUPS_SQL = "SELECT consumer_group, backlog, partitions_behind FROM rq_stats_groups_of($1)"
+
+
+@pytest.fixture(scope="module")
+def own_database(database_url):
+    name = f"rq_stats_{uuid.uuid4().hex[:8]}"
+
+    async def create():
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    async def first_refresh():  # the history-only first refresh, done before any test's traffic
+        async with connection(url) as conn:
+            await stats.refresh(conn)
+
+    asyncio.run(create())
+    url = urlsplit(database_url)._replace(path="/" + name).geturl()
+    asyncio.run(apply_schema(url))
+    asyncio.run(first_refresh())
+    return url
+
+
+@pytest.fixture(scope="module")
+def own_broker(own_database, tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("stats-broker") / "broker.log"
+    process, url = start_broker(own_database, workers=1, log_path=log_path,
+                                extra_env={"REGINAMQ_MAINTENANCE_INTERVAL": "3600"})
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text and "round failed" not in text, text[-4000:]
+
+
+@pytest.fixture
+async def own_http(own_broker):
+    async with httpx.AsyncClient(base_url=own_broker, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def own_db(own_database):
+    async with connection(own_database) as conn:
+        yield conn
+
+
+async def totals(db, queue) -> dict:
+    return dict(await db.fetchrow(TOTALS_SQL, queue))
+
+
+async def groups(db, queue) -> list[tuple]:
+    return [tuple(r) for r in await db.fetch(GROUPS_SQL, queue)]
+
+
+async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_db, queue):
+    await push(own_http, queue, *range(6), partition="a")
+    await push(own_http, queue, *range(4), partition="b")
+    audit = (await pop(own_http, queue, "a", consumerGroup="audit", subscriptionMode="all", batch=2))["messages"]
+    await ack_batch(own_http, audit, consumer_group="audit")
+    await stats.refresh(own_db, full=True)  # what the incremental refreshes below carry forward
+    before = await totals(own_db, queue)
+    assert (before["pushed"], before["popped"], before["acked"], before["depth"], before["lag"]) == (10, 2, 2, 10, 8)
+
+    # deliveries: the queue-mode reader leases 3 messages of "a" and 4 of "b", and reads 2 of a
+    # new partition with auto-ack (rq_pop moves the cursor itself); the named group leases the
+    # rest of "a" and reads "b" for the first time
+    on_a = (await pop(own_http, queue, "a", batch=3))["messages"]
+    on_b = (await pop(own_http, queue, "b", batch=4))["messages"]
+    await push(own_http, queue, *range(5), partition="c")
+    assert len((await pop(own_http, queue, "c", batch=2, autoAck=True))["messages"]) == 2
+    audit_a = (await pop(own_http, queue, "a", consumerGroup="audit", batch=10))["messages"]
+    assert len((await pop(own_http, queue, "b", consumerGroup="audit", batch=2))["messages"]) == 2
+    await push(own_http, queue, 6, 7, partition="a")
+    await asyncio.sleep(3.1)  # the refresh below forgets what the pops noted: the acks must note their own
+    await stats.refresh(own_db, full=False)
+    assert [(await totals(own_db, queue))[key] for key in ("pushed", "popped", "acked")] == [17, 17, 4]
+
+    # acknowledgements: whole spans at once (rq_ack's set-based path), and one by one (its
+    # loop): one completed, one failed (a charge of the retry budget)
+    await ack_batch(own_http, on_a)
+    await ack_batch(own_http, audit_a, consumer_group="audit")
+    await ack(own_http, on_b[0])
+    await ack(own_http, on_b[1], "failed", error="x")
+    await stats.refresh(own_db, full=False)
+
+    incremental = await totals(own_db, queue)
+    incremental_groups = await groups(own_db, queue)
+    # by hand: pushed 10 + 5 + 2; popped 2 + (3 + 4 + 2) + (4 + 2); acked 2 + (3 + 1 + 2) + 4;
+    # depth a 8-3, b 4-1, c 5-2; the group's backlog a 8-6, b 4-0, c 5
+    assert incremental == {"pushed": 17, "popped": 17, "acked": 12, "failed": 1, "dead_lettered": 0,
+                           "depth": 11, "lag": 11, "dlq_depth": 0, "partitions": 3}
+    assert [(g, backlog) for g, backlog, _ in incremental_groups] == [("audit", 11)]
+    buckets = await own_db.fetchrow(BUCKETS_SQL, queue)  # the queue came after the first refresh
+    assert dict(buckets) == {key: incremental[key] for key in ("pushed", "popped", "acked", "failed")}
+
+    await stats.refresh(own_db, full=True)
+    assert await totals(own_db, queue) == incremental  # nothing left for the full pass to book
+    assert await groups(own_db, queue) == [("audit", 11, 3)]
+
+
+async def test_refreshes_empty_the_touched_table(own_http, own_db, queue):
+    await push(own_http, queue, *range(3), partition="a")
+    await ack_batch(own_http, (await pop(own_http, queue, "a", batch=3))["messages"])
+    assert await own_db.fetchval(TOUCHED_SQL, queue) > 0  # the pop and the ack noted the cursor
+    await asyncio.sleep(3.1)  # older than the margin a refresh leaves to writers still committing
+    await stats.refresh(own_db, full=False)
+    assert await own_db.fetchval(TOUCHED_SQL, queue) == 0
+    assert (await totals(own_db, queue))["acked"] == 3
+
+
+async def test_a_seek_is_booked_by_the_next_full_pass(own_http, own_db, queue):
+    await push(own_http, queue, *range(5), partition="a")
+    await ack(own_http, (await pop(own_http, queue, "a", consumerGroup="audit", subscriptionMode="all"))["messages"][0])
+    await stats.refresh(own_db, full=True)
+    assert ((await totals(own_db, queue))["acked"], await groups(own_db, queue)) == (1, [("audit", 4, 1)])
+    await asyncio.sleep(3.1)  # until a refresh forgets that the pop and the ack noted the cursor
+    await stats.refresh(own_db, full=False)
+    assert await own_db.fetchval(TOUCHED_SQL, queue) == 0
+
+    response = await own_http.post(f"/api/v1/consumer-groups/audit/queues/{queue}/seek", json={"toEnd": True})
+    assert response.status_code == 200, response.text
+    await stats.refresh(own_db, full=False)  # a seek notes no cursor: an incremental refresh misses it
+    assert ((await totals(own_db, queue))["acked"], await groups(own_db, queue)) == (1, [("audit", 4, 1)])
+
+    response = await own_http.post("/api/v1/stats/refresh", json={})  # an explicit refresh is a full pass
+    assert response.status_code == 200, response.text
+    after = await totals(own_db, queue)
+    assert (after["acked"], after["lag"], await groups(own_db, queue)) == (5, 0, [("audit", 0, 0)])
+
+
+async def test_the_state_records_full_passes_only(own_db):
+    await stats.refresh(own_db, full=True)
+    full_at, took = await own_db.fetchrow("SELECT full_at, full_seconds FROM rq_stats_state")
+    assert took >= 0
+    await stats.refresh(own_db, full=False)
+    row = await own_db.fetchrow("SELECT full_at, full_seconds, refreshed_at FROM rq_stats_state")
+    assert (row["full_at"], row["full_seconds"]) == (full_at, took) and row["refreshed_at"] > full_at
+    since, last_took = await stats.last_full_pass(own_db)
+    assert since > 0 and last_took == took
+
+
+async def test_the_stats_loop_spaces_full_passes_by_their_cost(own_db):
+    async def run(call):
+        return await call(own_db)
+
+    loop = StatsLoop(run, interval=5)
+    full_at_sql = "SELECT full_at FROM rq_stats_state"
+    cases = [  # (seconds since the last full pass began, how long it took, whether a full pass is due)
+        (30, 2.0, False),  # full passes of 2 s at most every 40 s
+        (41, 2.0, True),
+        (0.5, 0.001, True),  # a small database: nearly every refresh is a full pass
+        (599, 100.0, False),
+        (601, 100.0, True),  # and at least every 10 minutes, however long they take
+    ]
+    for since, took, due in cases:
+        await own_db.execute("UPDATE rq_stats_state SET full_at = clock_timestamp() - make_interval(secs => $1), "
+                             "full_seconds = $2", since, took)
+        last = await own_db.fetchval(full_at_sql)
+        await loop.round()
+        assert (await own_db.fetchval(full_at_sql) != last) is due, (since, took)
+
+
+async def test_a_refresh_outside_repeatable_read_is_refused(own_db):
+    with pytest.raises(asyncpg.RaiseError, match="REPEATABLE READ"):
+        await own_db.fetchval("SELECT rq_stats_refresh(10, 86400, false)")
+
+
+async def test_a_refresh_waits_for_one_in_progress_and_books_nothing_twice(own_http, own_database, own_db, queue):
+    await push(own_http, queue, *range(4), partition="a")
+    async with connection(own_database) as other:
+        async with other.transaction(isolation="repeatable_read"):
+            await other.execute(stats.REFRESH_LOCK_SQL)
+            waiting = asyncio.create_task(stats.refresh(own_db, full=True))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            await other.fetchval(stats.REFRESH_SQL, stats.BUCKET_SECONDS, stats.KEEP_SECONDS, True)
+        await waiting  # took its snapshot after the other refresh committed, so it books nothing again
+    assert (await totals(own_db, queue))["pushed"] == 4
