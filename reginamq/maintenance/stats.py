@@ -25,7 +25,7 @@ from reginamq.maintenance import leader
 
 STEP_ROWS = 10_000
 MAX_STEPS = 10
-FULL_PASS_SHARE = 0.05
+FULL_PASS_SHARE = 0.01
 FULL_PASS_EVERY_SECONDS = 600.0
 
 

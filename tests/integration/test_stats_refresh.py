@@ -180,8 +180,8 @@ async def test_the_stats_loop_spaces_full_passes_by_their_cost(own_db):
     loop = StatsLoop(run, interval=5)
     full_at_sql = "SELECT full_at FROM rq_stats_state"
     cases = [  # (seconds since the last full pass began, how long it took, whether a full pass is due)
-        (30, 2.0, False),  # full passes of 2 s at most every 40 s
-        (41, 2.0, True),
+        (150, 2.0, False),  # full passes of 2 s at most every 200 s (1% of the time)
+        (201, 2.0, True),
         (0.5, 0.001, True),  # a small database: nearly every refresh is a full pass
         (599, 100.0, False),
         (601, 100.0, True),  # and at least every 10 minutes, however long they take

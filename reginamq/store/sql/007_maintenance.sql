@@ -82,6 +82,8 @@ CREATE OR REPLACE FUNCTION rq_retention_step(
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids       uuid[];
+    v_oldest    timestamptz[];
+    v_cut       timestamptz;
     v_next      uuid;
     v_part      record;
     v_seg       record;
@@ -98,26 +100,38 @@ DECLARE
     v_msgs      bigint[] := '{}';
     v_lost      bigint[] := '{}';
 BEGIN
-    WITH RECURSIVE holders (id, n) AS (
-        (SELECT s.partition_id, 1 FROM rq_segments s
+    -- The partitions holding segments, each with its oldest segment's age, read where the
+    -- skip lands anyway (the first entry of a partition in the primary key is its oldest).
+    WITH RECURSIVE holders (id, created_at, n) AS (
+        (SELECT s.partition_id, s.created_at, 1 FROM rq_segments s
          WHERE s.partition_id >= p_from AND (p_upper IS NULL OR s.partition_id < p_upper)
-         ORDER BY s.partition_id LIMIT 1)
+         ORDER BY s.partition_id, s.base_offset LIMIT 1)
         UNION ALL
-        SELECT (SELECT s.partition_id FROM rq_segments s
-                WHERE s.partition_id > h.id AND (p_upper IS NULL OR s.partition_id < p_upper)
-                ORDER BY s.partition_id LIMIT 1), h.n + 1
-        FROM holders h WHERE h.id IS NOT NULL AND h.n <= p_window
+        SELECT f.partition_id, f.created_at, h.n + 1
+        FROM holders h
+        CROSS JOIN LATERAL (SELECT s.partition_id, s.created_at FROM rq_segments s
+                            WHERE s.partition_id > h.id AND (p_upper IS NULL OR s.partition_id < p_upper)
+                            ORDER BY s.partition_id, s.base_offset LIMIT 1) f
+        WHERE h.n <= p_window
     )
-    SELECT array_agg(h.id ORDER BY h.id) INTO v_ids FROM holders h WHERE h.id IS NOT NULL;
+    SELECT array_agg(h.id ORDER BY h.id), array_agg(h.created_at ORDER BY h.id) INTO v_ids, v_oldest
+    FROM holders h;
     IF cardinality(v_ids) > p_window THEN
         v_next := v_ids[p_window + 1];
         v_ids := v_ids[1:p_window];
     END IF;
+    -- A partition whose oldest segment is younger than the shortest retention of any queue
+    -- has nothing to delete: its row and readers are not looked at (most partitions holding
+    -- data hold only young data).
+    SELECT now() - make_interval(secs => min(least(nullif(q.retention_seconds, 0), nullif(q.max_wait_seconds, 0),
+                                                   nullif(q.completed_retention_seconds, 0))))
+    INTO v_cut FROM rq_queues q;
+    v_ids := ARRAY(SELECT t.id FROM unnest(v_ids, v_oldest[1:cardinality(v_ids)]) AS t(id, created_at)
+                   WHERE t.created_at < v_cut ORDER BY t.id);
 
     -- Only partitions whose oldest segment goes are visited segment by segment; the others
-    -- cost one row of this statement. Whether the oldest segment is old enough is asked
-    -- first: most partitions holding data hold only young data, and their readers are not
-    -- looked at.
+    -- cost one row of this statement. Whether the oldest segment is old enough for its own
+    -- queue is asked before the readers are.
     FOR v_part IN
         SELECT x.* FROM (
             SELECT p.id, p.queue_id, q.completed_retention_seconds AS completed,
