@@ -42,7 +42,8 @@ STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5)"
 IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
 DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
 TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
-COUNTERS = ("segments", "messages", "evicted", "partitions")
+STEP_COUNTERS = ("segments", "messages", "evicted")  # what rq_retention_step reports
+COUNTERS = (*STEP_COUNTERS, "partitions")  # and the idle-partition cleanup
 
 
 def id_ranges(parallelism: int) -> list[tuple[uuid.UUID, uuid.UUID | None]]:
@@ -103,7 +104,7 @@ class RetentionLoop(leader.ElectedLoop):
         while time.monotonic() < deadline:
             row = await self._run(lambda conn: conn.fetchrow(
                 STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker))
-            for key in ("segments", "messages", "evicted"):
+            for key in STEP_COUNTERS:
                 counts[key] += row[key]
             if row["next_from"] is None:
                 self._positions[worker] = start
