@@ -100,29 +100,33 @@ CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_qu
                                         OUT next_queue bigint, OUT next_name text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_ids    uuid[];
-    v_queues bigint[];
-    v_names  text[];
-    v_first  int;
+    v_ids     uuid[];
+    v_queues  bigint[];
+    v_names   text[];
+    v_pending bool[];
+    v_first   int;
 BEGIN
+    -- One pass over the window: each partition row is read once, and its cursor only when the
+    -- partition holds something (most of a large swept queue is consumed and empty).
     SELECT coalesce(array_agg(w.id ORDER BY w.queue_id, w.name), '{}'),
-           array_agg(w.queue_id ORDER BY w.queue_id, w.name), array_agg(w.name ORDER BY w.queue_id, w.name)
-    INTO v_ids, v_queues, v_names
-    FROM (SELECT p.id, p.queue_id, p.name FROM rq_partitions p
+           array_agg(w.queue_id ORDER BY w.queue_id, w.name), array_agg(w.name ORDER BY w.queue_id, w.name),
+           array_agg(w.last_offset >= w.log_start
+                     AND (p_before IS NULL OR w.last_write_at < p_before
+                          OR EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = w.queue_id  -- a hint may be early
+                                     AND (q.delayed_processing > 0 OR q.window_buffer > 0)))
+                     AND NOT EXISTS (SELECT 1 FROM rq_consumers c
+                                     WHERE c.partition_id = w.id AND c.consumer_group = p_group
+                                       AND (w.last_offset <= c.committed
+                                            OR (c.span_end IS NOT NULL AND c.lease_expires_at > now())))
+                     ORDER BY w.queue_id, w.name)
+    INTO v_ids, v_queues, v_names, v_pending
+    FROM (SELECT p.id, p.queue_id, p.name, p.last_offset, p.log_start, p.last_write_at FROM rq_partitions p
           WHERE p.queue_id = ANY (p_qids)
             AND (p_from_queue IS NULL OR (p.queue_id, p.name) > (p_from_queue, p_from_name))
           ORDER BY p.queue_id, p.name LIMIT 2048) w;
     SELECT array_agg(k.id ORDER BY k.ord), min(k.ord) INTO candidates, v_first
-    FROM (SELECT w.id, w.ord FROM unnest(v_ids) WITH ORDINALITY AS w(id, ord)
-          JOIN rq_partitions p ON p.id = w.id
-          JOIN rq_queues q ON q.id = p.queue_id
-          LEFT JOIN rq_consumers c ON c.partition_id = w.id AND c.consumer_group = p_group
-          WHERE p.last_offset >= p.log_start
-            AND (p_before IS NULL OR p.last_write_at < p_before
-                 OR q.delayed_processing > 0 OR q.window_buffer > 0)  -- a hint may be early for these
-            AND (c.partition_id IS NULL
-                 OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
-          ORDER BY w.ord LIMIT p_limit) k;
+    FROM (SELECT t.id, t.ord FROM unnest(v_ids, v_pending) WITH ORDINALITY AS t(id, pending, ord)
+          WHERE t.pending ORDER BY t.ord LIMIT p_limit) k;
     candidates := coalesce(candidates, '{}');
     IF v_first > 1 THEN
         next_queue := v_queues[v_first - 1];
