@@ -17,7 +17,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 import pytest
 
@@ -69,6 +71,37 @@ def stop_process(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def create_database(database_url: str, prefix: str) -> str:
+    """A database of its own in the session's PostgreSQL, schema applied; returns its URL. For
+    tests that run a broker with settings of their own, away from every other broker's loops."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+    async def create():
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    url = urlsplit(database_url)._replace(path="/" + name).geturl()
+    asyncio.run(apply_schema(url))
+    return url
+
+
+@contextlib.contextmanager
+def broker_with_clean_log(database_url: str, log_path: Path, extra_env: dict):
+    """A one-worker broker with settings of its own; once stopped, its log must show no
+    traceback and no failed background round."""
+    process, url = start_broker(database_url, workers=1, log_path=log_path, extra_env=extra_env)
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text and "round failed" not in text, text[-4000:]
 
 
 @pytest.fixture(scope="session")
@@ -136,8 +169,6 @@ def queue() -> str:
 @contextlib.asynccontextmanager
 async def connection(url: str):
     """A direct database connection, closed at the end."""
-    import asyncpg
-
     conn = await asyncpg.connect(url)
     try:
         yield conn

@@ -14,15 +14,13 @@ import contextlib
 import os
 import time
 import uuid
-from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import pytest
 
 from reginamq.maintenance.retention import id_ranges
-from reginamq.store.database import apply_schema
-from tests.conftest import connection, eventually, start_broker, stop_process
+from tests.conftest import broker_with_clean_log, connection, create_database, eventually
 from tests.test_maintenance import _is, configure, consume_all, push, segments
 
 IDLE_SECONDS = 2.0
@@ -119,34 +117,16 @@ def test_id_ranges_cover_every_id_exactly_once():
 
 @pytest.fixture(scope="module")
 def own_database(database_url):
-    """A database of its own in the session's PostgreSQL, schema applied."""
-    name = f"rq_retention_{uuid.uuid4().hex[:8]}"
-
-    async def create():
-        conn = await asyncpg.connect(database_url)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-
-    asyncio.run(create())
-    url = urlsplit(database_url)._replace(path="/" + name).geturl()
-    asyncio.run(apply_schema(url))
-    return url
+    return create_database(database_url, "rq_retention")
 
 
 @pytest.fixture(scope="module")
 def own_broker(own_database, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("retention-broker") / "broker.log"
-    process, url = start_broker(own_database, workers=1, log_path=log_path, extra_env={
-        "REGINAMQ_RETENTION_PARALLELISM": str(PARALLELISM),
-        "REGINAMQ_PARTITION_IDLE_DAYS": str(IDLE_SECONDS / 86_400)})
-    try:
+    with broker_with_clean_log(own_database, log_path, {
+            "REGINAMQ_RETENTION_PARALLELISM": str(PARALLELISM),
+            "REGINAMQ_PARTITION_IDLE_DAYS": str(IDLE_SECONDS / 86_400)}) as url:
         yield url
-    finally:
-        stop_process(process)
-        text = log_path.read_text(errors="replace")
-        assert "Traceback" not in text and "round failed" not in text, text[-4000:]
 
 
 @pytest.fixture

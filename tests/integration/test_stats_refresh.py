@@ -9,8 +9,6 @@ stats loop does between full passes.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -18,8 +16,7 @@ import pytest
 
 from reginamq.engine import stats
 from reginamq.maintenance.stats import StatsLoop
-from reginamq.store.database import apply_schema
-from tests.conftest import connection, start_broker, stop_process
+from tests.conftest import broker_with_clean_log, connection, create_database
 from tests.integration.helpers import ack, ack_batch, pop, push
 
 TOTALS_SQL = ("SELECT t.pushed, t.popped, t.acked, t.failed, t.dead_lettered, t.depth, t.lag, t.dlq_depth, "
@@ -33,22 +30,12 @@ GROUPS_SQL = "SELECT consumer_group, backlog, partitions_behind FROM rq_stats_gr
 
 @pytest.fixture(scope="module")
 def own_database(database_url):
-    name = f"rq_stats_{uuid.uuid4().hex[:8]}"
-
-    async def create():
-        conn = await asyncpg.connect(database_url)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
+    url = create_database(database_url, "rq_stats")
 
     async def first_refresh():  # the history-only first refresh, done before any test's traffic
         async with connection(url) as conn:
             await stats.refresh(conn)
 
-    asyncio.run(create())
-    url = urlsplit(database_url)._replace(path="/" + name).geturl()
-    asyncio.run(apply_schema(url))
     asyncio.run(first_refresh())
     return url
 
@@ -56,14 +43,8 @@ def own_database(database_url):
 @pytest.fixture(scope="module")
 def own_broker(own_database, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("stats-broker") / "broker.log"
-    process, url = start_broker(own_database, workers=1, log_path=log_path,
-                                extra_env={"REGINAMQ_MAINTENANCE_INTERVAL": "3600"})
-    try:
+    with broker_with_clean_log(own_database, log_path, {"REGINAMQ_MAINTENANCE_INTERVAL": "3600"}) as url:
         yield url
-    finally:
-        stop_process(process)
-        text = log_path.read_text(errors="replace")
-        assert "Traceback" not in text and "round failed" not in text, text[-4000:]
 
 
 @pytest.fixture

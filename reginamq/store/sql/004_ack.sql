@@ -37,8 +37,8 @@ DECLARE
     v_released   bool;
     v_whole_pids uuid[];
     v_whole_grps text[];
-    v_moved_pids uuid[] := '{}';  -- cursors the loop below moved (for the stats)
-    v_moved_grps text[] := '{}';
+    v_moved_pids uuid[];  -- cursors this call moved (for the stats)
+    v_moved_grps text[];
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
     -- the loop below never take a cursor lock out of that order.
@@ -101,9 +101,10 @@ BEGIN
     )
     SELECT array_agg(r.partition_id), array_agg(r.consumer_group) INTO v_whole_pids, v_whole_grps
     FROM released r;
-    IF v_whole_pids IS NOT NULL THEN  -- for the next incremental stats refresh (012_stats.sql)
-        PERFORM rq_stats_touch(v_whole_pids, v_whole_grps);
-    END IF;
+    -- the cursors this call moves, for the next incremental stats refresh (012_stats.sql):
+    -- noted once at the end, with those the loop below moves
+    v_moved_pids := coalesce(v_whole_pids, '{}');
+    v_moved_grps := coalesce(v_whole_grps, '{}');
 
     -- more data behind a released span: wake parked pops, hint the partition
     PERFORM pg_notify('rq_push', q.name || E'\n' || p.id::text)
