@@ -8,21 +8,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import pytest
 
-from reginamq.store.database import apply_schema
-from tests.conftest import start_broker, stop_process
+from tests.conftest import create_database, start_broker, stop_process
 
 OK = {200, 201, 204}
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 async def admin(database_url: str, *statements: str) -> None:
@@ -61,10 +55,8 @@ async def offsets_agree(url: str, queue: str) -> tuple[int, int]:
 @pytest.fixture
 def fresh_database(database_url):
     """A database of this test alone, schema applied: (name, url)."""
-    name = f"limits_{uuid.uuid4().hex[:10]}"
-    asyncio.run(admin(database_url, f"CREATE DATABASE {name}"))
-    url = with_database(database_url, name)
-    asyncio.run(apply_schema(url))
+    url = create_database(database_url, "limits")
+    name = urlsplit(url).path.lstrip("/")
     try:
         yield name, url
     finally:
