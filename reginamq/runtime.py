@@ -65,9 +65,10 @@ class Broker:
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
 
     def _forget_options(self) -> None:
-        """A queue was configured somewhere: re-read the options cached per process."""
+        """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""
         self.fill_waits.forget()
         self.sealer.forget()
+        self.hot.forget_directory()
 
     async def start(self) -> None:
         dsn = self.settings.database_url

@@ -10,11 +10,13 @@ import asyncio
 import uuid
 
 import asyncpg
+import httpx
 import msgspec
 import orjson
 
-from reginamq.engine import push
+from reginamq.engine import hotlist, push
 from reginamq.engine.sealing import Sealer
+from tests.conftest import broker_with_clean_log
 
 
 async def push_partitions(http, queue, names):
@@ -123,3 +125,33 @@ async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
         assert await pop([ids["p0007"], ids["old"]]) == ["old"]  # a stale hint is skipped
     finally:
         await conn.close()
+
+
+async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(database_url, tmp_path):
+    """A namespace pop reads the hints of its queues, which each process places through a
+    directory of queue -> namespace (engine/hotlist.py). Configuring a queue into the namespace
+    must reach that directory: otherwise the reader, past its first seconds and with no hints,
+    would not look for the queue's new data until its 16-second safety look-up. One worker, so
+    that every pop meets the same reader."""
+    namespace, queue = f"ns{uuid.uuid4().hex[:8]}", f"plain-{uuid.uuid4().hex[:8]}"
+    with broker_with_clean_log(database_url, tmp_path / "broker.log", {}) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            async def pop_namespace() -> list:
+                response = await http.get("/api/v1/pop", params={
+                    "namespace": namespace, "wait": "false", "batch": 10, "autoAck": "true"})
+                return [] if response.status_code == 204 else [m["data"] for m in response.json()["messages"]]
+
+            async def push_one(data: str) -> None:
+                response = await http.post("/api/v1/push", json={"items": [
+                    {"queue": queue, "partition": "p", "payload": data}]})
+                assert response.status_code == 201
+
+            assert await pop_namespace() == []  # the reader begins
+            await push_one("before")
+            assert await pop_namespace() == []  # the queue is not in the namespace (yet)
+            response = await http.post("/api/v1/configure", json={"queue": queue, "namespace": namespace,
+                                                                  "options": {}})
+            assert response.status_code == 200 and response.json()["namespace"] == namespace
+            await asyncio.sleep(hotlist.CATCH_UP_SECONDS + 1)
+            await push_one("after")
+            assert await pop_namespace() == ["before", "after"]

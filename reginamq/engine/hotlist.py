@@ -20,11 +20,19 @@ reader's hints, then every 16 s at most and only when it has no hints (a pop's f
 otherwise makes sure the hints hold every push committed before it: see pop.py). Memory
 follows the active partitions:
 a reader that stops popping is forgotten, and each list is capped.
+
+A reader may also be a selection of queues, a namespace and/or task (``GET /api/v1/pop?namespace=``):
+one long poll serving many queues is how a thousand queues are read without a thousand polls.
+A notification names only its queue, so each process keeps a directory of which namespace and
+task every queue belongs to (one small query, re-read when a notification names a queue it does
+not know or a queue was configured); until then a selection gets the hint anyway, and rq_pop
+drops hints outside its queues.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 MAX_HINTS_PER_READER = 65_536
@@ -34,6 +42,11 @@ CATCH_UP_SECONDS = 5.0
 SAFETY_SCAN_INTERVAL = 16.0
 MAX_HINTS_PER_POP = 1_000
 CLOCK_MARGIN_SECONDS = 5.0  # broker and database clocks may differ by less than this
+DIRECTORY_SQL = "SELECT name, namespace, task FROM rq_queues"
+DIRECTORY_RELOAD_SECONDS = 1.0
+
+# What a reader reads: a queue's name, or a (namespace, task) selection of queues (either may be None).
+Source = str | tuple[str | None, str | None]
 
 
 class _Reader:
@@ -72,27 +85,31 @@ class _Reader:
 
 
 class HotPartitions:
-    """Per process: {queue: {group: reader}}."""
+    """Per process: {queue: {group: reader}} and {(namespace, task): {group: reader}}."""
 
     def __init__(self) -> None:
         self._queues: dict[str, dict[str, _Reader]] = {}
+        self._selections: dict[tuple[str | None, str | None], dict[str, _Reader]] = {}
         self._idle_checked = time.monotonic()
+        self._directory: dict[str, tuple[str | None, str | None]] = {}
+        self._directory_stale = False
+        self._directory_read = -DIRECTORY_RELOAD_SECONDS
+        self._directory_generation = 0
 
     def pushed(self, queue: str, partition_ids: list[str]) -> None:
         """Partitions of ``queue`` got data: every reader of the queue gets them as hints."""
-        readers = self._queues.get(queue)
-        if readers:
+        for readers in self._sources_of(queue):
             for reader in readers.values():
                 reader.add(partition_ids)
 
-    def take(self, queue: str, group: str, partitions: int) -> tuple[list[str], datetime, bool]:
+    def take(self, source: Source, group: str, partitions: int) -> tuple[list[str], datetime, bool]:
         """The oldest hints for a pop that may claim ``partitions`` partitions (removed: the pop
         hands back those it did not get to), since when the hints are complete, and whether
         this pop must also look up the recently written partitions (see ``_Reader.scan_due``)."""
         now = time.monotonic()
         if now - self._idle_checked >= IDLE_READER_SECONDS:
             self._forget_idle(now)
-        readers = self._queues.setdefault(queue, {})
+        readers = self._table(source).setdefault(source, {})
         reader = readers.get(group)
         if reader is None:
             reader = readers[group] = _Reader()
@@ -113,44 +130,96 @@ class HotPartitions:
         now = time.monotonic()
         if now - self._idle_checked >= IDLE_READER_SECONDS:
             self._forget_idle(now)
-        return any(self._queues.values())
+        return any(self._queues.values()) or any(self._selections.values())
 
     def lease_expired(self, queue: str, group: str, partition_id: str) -> bool:
         """A lease of the reader ran out (see expiries.py): the partition is a hint again.
         False when this process has no such reader."""
-        reader = self._queues.get(queue, {}).get(group)
-        if reader is None:
-            return False
-        reader.add((partition_id,))
-        return True
+        handed = False
+        for readers in self._sources_of(queue):
+            reader = readers.get(group)
+            if reader is not None:
+                reader.add((partition_id,))
+                handed = True
+        return handed
 
-    def scan_due(self, queue: str, group: str) -> bool:
+    def scan_due(self, source: Source, group: str) -> bool:
         """Whether the reader's next pop looks up the recently written partitions anyway."""
-        reader = self._queues.get(queue, {}).get(group)
+        reader = self._table(source).get(source, {}).get(group)
         return reader is None or reader.scan_due(time.monotonic())
 
-    def give_back(self, queue: str, group: str, partition_ids: list[str]) -> None:
+    def give_back(self, source: Source, group: str, partition_ids: list[str]) -> None:
         """Hints a pop did not get to (its batch was full first): they stay, behind the others."""
-        reader = self._queues.get(queue, {}).get(group)
+        reader = self._table(source).get(source, {}).get(group)
         if reader is not None and partition_ids:
             reader.add(partition_ids)
 
     def changed(self, queue: str) -> None:
         """Something of ``queue`` became deliverable without naming its partitions (a consumer
         group sought backwards): its readers' hints begin again, so the sweep covers it all."""
-        for reader in self._queues.get(queue, {}).values():
-            reader.begin()
+        for readers in self._sources_of(queue):
+            for reader in readers.values():
+                reader.begin()
 
     def forget(self) -> None:
         """The listener reconnected: hints may have been missed, so they begin again."""
-        for queue in self._queues:
-            self.changed(queue)
+        for table in (self._queues, self._selections):
+            for readers in table.values():
+                for reader in readers.values():
+                    reader.begin()
+        self.forget_directory()
+
+    def forget_directory(self) -> None:
+        """A queue was configured (its namespace or task may have changed): read them again."""
+        self._directory.clear()
+        self._directory_generation += 1
+
+    def directory_due(self) -> bool:
+        """Whether a selection reads hints that its queues' directory cannot place yet."""
+        return self._directory_stale and time.monotonic() - self._directory_read >= DIRECTORY_RELOAD_SECONDS
+
+    async def read_directory(self, run) -> None:
+        self._directory_read = time.monotonic()
+        self._directory_stale = False
+        generation = self._directory_generation
+        try:
+            rows = await run(lambda conn: conn.fetch(DIRECTORY_SQL))
+        except BaseException:
+            self._directory_stale = True
+            raise
+        if generation == self._directory_generation:
+            self.place_queues(rows)
+        else:  # a queue was configured meanwhile: this answer may predate it
+            self._directory_stale = True
+
+    def place_queues(self, rows) -> None:
+        """Which namespace and task each queue belongs to, from (name, namespace, task) rows."""
+        self._directory = {name: (namespace, task) for name, namespace, task in rows}
+
+    def _sources_of(self, queue: str) -> Iterator[dict[str, _Reader]]:
+        """The readers of ``queue``: its own, and those of every selection that holds it (or may:
+        a queue the directory does not know yet)."""
+        own = self._queues.get(queue)
+        if own:
+            yield own
+        if not self._selections:
+            return
+        place = self._directory.get(queue)
+        if place is None:
+            self._directory_stale = True
+        for (namespace, task), readers in self._selections.items():
+            if place is None or ((namespace is None or namespace == place[0]) and (task is None or task == place[1])):
+                yield readers
+
+    def _table(self, source: Source) -> dict:
+        return self._queues if isinstance(source, str) else self._selections
 
     def _forget_idle(self, now: float) -> None:
         self._idle_checked = now
-        for queue in list(self._queues):
-            readers = self._queues[queue]
-            for group in [g for g, reader in readers.items() if now - reader.last_pop > IDLE_READER_SECONDS]:
-                del readers[group]
-            if not readers:
-                del self._queues[queue]
+        for table in (self._queues, self._selections):
+            for source in list(table):
+                readers = table[source]
+                for group in [g for g, reader in readers.items() if now - reader.last_pop > IDLE_READER_SECONDS]:
+                    del readers[group]
+                if not readers:
+                    del table[source]

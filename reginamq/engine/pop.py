@@ -155,11 +155,13 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             lease_id = str(uuid.uuid4())
             key = SweepPositions.key(request)
             heard_all = True
-            if first_attempt and _reads_hints(request) and not broker.hot.scan_due(request.queue, request.group):
+            if first_attempt and _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group):
                 # The client may have just been answered a push whose announcement this
                 # process has not heard yet: hear everything committed so far, then take the
                 # hints (or, not sure of that, look the recent writes up too).
                 heard_all = await waiters.sync(run)
+            if broker.hot.directory_due():
+                await broker.hot.read_directory(run)
             hints, since, scan = _hints(broker.hot, request)
             scan = scan or not heard_all
             sweep_from, may_sweep = sweeps.position(key, since)
@@ -175,7 +177,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                         POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep, hints, since, scan))
             except BaseException:
                 if hints:
-                    broker.hot.give_back(request.queue, request.group, hints)
+                    broker.hot.give_back(_source(request), request.group, hints)
                 raise
             finally:
                 if may_sweep:
@@ -183,11 +185,11 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             if rows:
                 sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8], since)
                 if rows[-1][1] is None:  # the last row without a message: see rq_pop
-                    broker.hot.give_back(request.queue, request.group, rows.pop()[9])
+                    broker.hot.give_back(_source(request), request.group, rows.pop()[9])
             found = bool(rows)
             if found:
-                if request.queue is not None and _took_all_it_could(rows, request):
-                    waiters.wake(request.queue)  # there may be more work: let the next poller look
+                if _took_all_it_could(rows, request):
+                    waiters.wake(rows[0][0])  # there may be more work: let the next poller look
                 return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
@@ -209,14 +211,20 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
 
 
 def _reads_hints(request: PopRequest) -> bool:
-    """A wildcard pop of one queue reads hints; other pops look up their candidates in full."""
-    return request.queue is not None and request.partition is None
+    """A wildcard pop (of a queue, or of a namespace and/or task) reads hints; a pop of one
+    named partition needs none."""
+    return request.partition is None
+
+
+def _source(request: PopRequest):
+    """Whose hints a pop reads: its queue's, or its selection's (see hotlist.py)."""
+    return request.queue if request.queue is not None else (request.namespace, request.task)
 
 
 def _hints(hot: HotPartitions, request: PopRequest) -> tuple[list[str], datetime | None, bool]:
     if not _reads_hints(request):
         return [], None, True
-    return hot.take(request.queue, request.group, request.partitions)
+    return hot.take(_source(request), request.group, request.partitions)
 
 
 def _took_all_it_could(rows, request: PopRequest) -> bool:

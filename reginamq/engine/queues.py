@@ -63,5 +63,10 @@ async def configure(conn, body: ConfigureBody) -> dict:
 
 
 async def delete(conn, queue: str) -> dict:
-    deleted = await conn.fetchval(DELETE_SQL, check_queue_name(queue))
+    """A queue created again after this starts from defaults (and from the namespace and task
+    its name derives), so every process drops what it caches of it, as after a configure."""
+    async with conn.transaction():
+        deleted = await conn.fetchval(DELETE_SQL, check_queue_name(queue))
+        if deleted:
+            await conn.execute(CONFIG_CHANGED_SQL, queue)
     return {"deleted": bool(deleted), "queue": queue}

@@ -6,7 +6,7 @@ any worker process or node wakes a waiter at once, and hands the partition ids t
 process's hot list (hotlist.py), where wildcard pops look first. Notifications are hints
 only: a waiter that misses one still re-checks on its own back-off schedule, so a lost hint
 costs latency, never a message.
-The same connection hears ``rq_config`` (a queue was configured), so what a process caches
+The same connection hears ``rq_config`` (a queue was configured or deleted), so what a process caches
 about queue options is dropped everywhere at once rather than when it ages out, and
 ``rq_sync``: PostgreSQL delivers notifications to a listener in commit order, so once a
 process hears a notification it sent itself, it has heard every one committed before --
@@ -29,7 +29,7 @@ from reginamq.engine.hotlist import HotPartitions
 
 log = logging.getLogger("reginamq.waiters")
 CHANNEL = "rq_push"
-# A queue's options changed (configure): processes drop what they cache about options.
+# A queue was configured or deleted: processes drop what they cache about it.
 CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
 SYNC_CHANNEL = "rq_sync"

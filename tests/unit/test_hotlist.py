@@ -149,3 +149,55 @@ def test_an_expired_lease_is_a_hint_only_for_a_reader_of_this_process():
     assert hot.lease_expired("q", "g", "p1") is True
     assert hot.lease_expired("q", "other", "p2") is False
     assert hot.take("q", "g", 1)[0] == ["p1"]
+
+
+def test_a_selection_reads_the_hints_of_the_queues_it_holds():
+    hot = HotPartitions()
+    hot.place_queues([("ns.a", "ns", "a"), ("ns.b", "ns", "b"), ("other", None, None)])
+    hot.take(("ns", None), "g", 1)
+    hot.take(("ns", "b"), "g", 1)
+    hot.take("ns.a", "g", 1)
+    hot.pushed("ns.a", ["a1"])
+    hot.pushed("ns.b", ["b1"])
+    hot.pushed("other", ["o1"])
+    assert hot.take(("ns", None), "g", 10)[0] == ["a1", "b1"]
+    assert hot.take(("ns", "b"), "g", 10)[0] == ["b1"]
+    assert hot.take("ns.a", "g", 10)[0] == ["a1"]  # a queue's own reader keeps its hints too
+    assert hot.directory_due() is False
+
+
+def test_a_queue_the_directory_does_not_know_hints_every_selection_until_it_is_read_again(now):
+    hot = HotPartitions()
+    hot.place_queues([("ns.a", "ns", "a")])
+    hot.take(("ns", None), "g", 1)
+    hot.take(("elsewhere", None), "g", 1)
+    hot.pushed("ns.new", ["n1"])  # created a moment ago: it may belong to either
+    assert hot.take(("ns", None), "g", 10)[0] == ["n1"]
+    assert hot.take(("elsewhere", None), "g", 10)[0] == ["n1"]
+    assert hot.directory_due() is True
+    hot.place_queues([("ns.a", "ns", "a"), ("ns.new", "ns", "new")])
+    hot.pushed("ns.new", ["n2"])
+    assert hot.take(("ns", None), "g", 10)[0] == ["n2"]
+    assert hot.take(("elsewhere", None), "g", 10)[0] == []
+
+
+def test_a_configured_queue_is_placed_again():
+    hot = HotPartitions()
+    hot.place_queues([("q", "old", None)])
+    hot.take(("new", None), "g", 1)
+    hot.pushed("q", ["p1"])
+    assert hot.take(("new", None), "g", 10)[0] == []
+    hot.forget_directory()  # configure may have moved q to another namespace
+    hot.pushed("q", ["p2"])
+    assert hot.take(("new", None), "g", 10)[0] == ["p2"]
+
+
+def test_an_expired_lease_reaches_the_selections_of_its_group():
+    hot = HotPartitions()
+    hot.place_queues([("ns.a", "ns", "a")])
+    hot.take(("ns", None), "g1", 1)
+    hot.take(("ns", None), "g2", 1)
+    assert hot.lease_expired("ns.a", "g1", "p1") is True
+    assert hot.lease_expired("ns.a", "g3", "p1") is False
+    assert hot.take(("ns", None), "g1", 10)[0] == ["p1"]
+    assert hot.take(("ns", None), "g2", 10)[0] == []

@@ -43,6 +43,8 @@ $$;
 
 -- ... and pending partitions among the most recently written ones (an index on last_write_at).
 -- Pending = data beyond the group's cursor and no live lease. Random order spreads pollers.
+-- Across the queues of a namespace the 1,024 most recent are shared out (at least 16 a queue),
+-- so that a thousand queues cost what one does; what this leaves out is the sweep's.
 CREATE OR REPLACE FUNCTION rq_pop_recent(p_qids bigint[], p_group text, p_limit int)
 RETURNS uuid[] LANGUAGE sql STABLE AS $$
     SELECT ARRAY(
@@ -51,7 +53,8 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
             FROM unnest(p_qids) AS qid
             CROSS JOIN LATERAL (SELECT p.id, p.last_offset, p.log_start FROM rq_partitions p
                                 WHERE p.queue_id = qid
-                                ORDER BY p.last_write_at DESC NULLS LAST LIMIT 1024) r
+                                ORDER BY p.last_write_at DESC NULLS LAST
+                                LIMIT greatest(16, 1024 / cardinality(p_qids))) r
             LEFT JOIN rq_consumers c ON c.partition_id = r.id AND c.consumer_group = p_group
             WHERE r.last_offset >= r.log_start
               AND (c.partition_id IS NULL
