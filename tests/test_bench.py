@@ -161,6 +161,9 @@ def test_what_queues_cannot_measure_is_refused(options, refused):
     with pytest.raises(ValueError, match=refused):
         BenchConfig(rate=1_000, queues=4, **options)
     BenchConfig(rate=1_000, queues=4, consumers=0)  # push only needs no consumer per queue
+    BenchConfig(rate=1_000, queues=4, consumers=2, pop_namespace=True)  # each pops all four
+    with pytest.raises(ValueError, match="--pop-namespace"):
+        BenchConfig(rate=1_000, pop_namespace=True)
 
 
 def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
@@ -182,10 +185,13 @@ def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     assert document["intervals"] and document["config"]["queue"].startswith("bench-")
 
 
-def test_many_queues_run_counts_add_up(broker_url, database_url, tmp_path):
-    """5 queues x 3 partitions for a few seconds: one consumer per queue drains all of them."""
+@pytest.mark.parametrize("by_namespace", [False, True], ids=["a-poll-per-queue", "namespace-pops"])
+def test_many_queues_run_counts_add_up(broker_url, database_url, tmp_path, by_namespace):
+    """5 queues x 3 partitions for a few seconds: one consumer per queue, or two consumers each
+    popping the queues' namespace, drain all of them."""
+    shape = {"pop_namespace": True, "consumers": 2} if by_namespace else {}
     cfg = BenchConfig(rate=300, duration=4, report=2, drain=10, queues=5, partitions=3, push_batch=10,
-                      completed_retention=60, lease_seconds=30)
+                      completed_retention=60, lease_seconds=30, **shape)
     out = tmp_path / "bench.json"
     code = asyncio.run(run_session(cfg, url=broker_url, workers=1, database_url=database_url, data_dir=None,
                                    json_path=out, plot_path=None, live=False))

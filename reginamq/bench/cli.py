@@ -59,7 +59,11 @@ def shape_options(function):
 @click.option("--queue", default="", help="Queue name [default: a fresh bench-xxxxxxxx].")
 @click.option("--queues", type=click.IntRange(1), default=1, show_default=True,
               help="N > 1: queues <queue>.q0000..., each with --partitions partitions; --active counts "
-                   "over all of them; consumers go round robin over the queues (needs --consumers >= N).")
+                   "over all of them; consumers go round robin over the queues (needs --consumers >= N), "
+                   "or pop them all with --pop-namespace.")
+@click.option("--pop-namespace", is_flag=True,
+              help="With --queues: every consumer pops all the queues through their namespace "
+                   "(GET /api/v1/pop?namespace=<queue>) instead of one long poll per queue.")
 @click.option("--pop-partitions", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Partitions one wildcard pop may claim.")
 @click.option("--per-partition", is_flag=True, help="Pop by partition from an assigned subset, not wildcard.")
@@ -144,9 +148,9 @@ def ceiling(**flags) -> None:
 
 
 CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
-                 "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_partitions",
-                 "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight", "dedup_window",
-                 "completed_retention", "lease_seconds", "drain", "verify", "pipeline_stages",
+                 "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_namespace",
+                 "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
+                 "dedup_window", "completed_retention", "lease_seconds", "drain", "verify", "pipeline_stages",
                  "crash_after_pops", "retry_seconds"}
 
 

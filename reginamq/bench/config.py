@@ -7,6 +7,8 @@ import math
 import os
 import uuid
 
+from reginamq.engine.queues import derived_namespace_task
+
 # One producer process offered 100,000 msg/s at push batch 100 on about half a core against a
 # null HTTP sink (2-core machine, 2026-12: docs/benchmarks.md); give each process half that so
 # it stays far from saturation and the pacer stays on schedule.
@@ -31,6 +33,7 @@ class BenchConfig:
     rotate_seconds: float = 1.0
     queue: str = ""
     queues: int = 1
+    pop_namespace: bool = False  # under --queues: every consumer pops the queues' namespace
     consumers: int | None = None  # DEFAULT_CONSUMERS, or at least one per queue under --queues
     groups: int = 0
     pop_batch: int = 1000
@@ -61,7 +64,7 @@ class BenchConfig:
         if not self.run_id:
             self.run_id = uuid.uuid4().hex[:8]
         if self.consumers is None:
-            self.consumers = max(DEFAULT_CONSUMERS, self.queues)
+            self.consumers = DEFAULT_CONSUMERS if self.pop_namespace else max(DEFAULT_CONSUMERS, self.queues)
         if self.pipeline_stages or self.crash_after_pops:
             self.verify = True
         self._check_queues()
@@ -82,13 +85,15 @@ class BenchConfig:
         if self.queues < 1:
             raise ValueError("--queues must be at least 1")
         if self.queues == 1:
+            if self.pop_namespace:
+                raise ValueError("--pop-namespace pops the namespace of --queues N > 1")
             return
         if self.verify:
             raise ValueError("--verify (and --pipeline-stages, --crash-after-pops) work on one queue: "
                              "drop --queues")
         if self.per_partition:
             raise ValueError("--per-partition works on one queue: drop --queues or pop wildcard")
-        if 0 < self.consumers < self.queues:
+        if 0 < self.consumers < self.queues and not self.pop_namespace:
             raise ValueError(f"--queues {self.queues} needs at least as many --consumers (one long poll per "
                              f"queue at least), got {self.consumers}")
 
@@ -146,6 +151,13 @@ def queue_name(cfg: BenchConfig, index: int) -> str:
     if cfg.queues == 1:
         return cfg.queue
     return f"{cfg.queue}.q{index:0{max(4, len(str(cfg.queues - 1)))}d}"
+
+
+def namespace_task(cfg: BenchConfig) -> tuple[str | None, str | None]:
+    """The selection holding exactly the --queues names (``<queue>.q0000``...): the namespace the
+    broker derives for them, and the task too when ``<queue>`` names one (``a.b.q0000``)."""
+    namespace, task = derived_namespace_task(queue_name(cfg, 0))
+    return namespace, task if "." in cfg.queue else None
 
 
 def queue_names(cfg: BenchConfig) -> list[str]:

@@ -19,7 +19,7 @@ import contextlib
 import signal
 import time
 
-from reginamq.bench.config import BenchConfig, locate, partition_name, queue_name
+from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
 from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -320,8 +320,8 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
                     reporter: Reporter, stop) -> None:
     """One closed-loop drainer: pop, record the latencies, ack (sync or async), repeat.
 
-    Under --queues consumer ``slot`` long-polls queue ``slot % queues`` only: one long poll
-    parked on one queue cannot hear the others.
+    Under --queues consumer ``slot`` long-polls queue ``slot % queues`` only (one long poll
+    parked on one queue cannot hear the others), or with --pop-namespace all of them at once.
     """
     import orjson
 
@@ -337,6 +337,10 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
     else:
         params.update(wait="true", timeout=str(cfg.pop_timeout_ms), partitions=str(cfg.pop_partitions))
         pop_urls = [f"{url}/api/v1/pop/queue/{queue_name(cfg, slot % cfg.queues)}"]
+        if cfg.pop_namespace:
+            namespace, task = namespace_task(cfg)
+            params.update({"namespace": namespace} | ({"task": task} if task else {}))
+            pop_urls = [f"{url}/api/v1/pop"]
     ack_url = f"{url}/api/v1/ack/batch"
     ack_slots = asyncio.Semaphore(cfg.ack_inflight)
     ack_tasks: set[asyncio.Task] = set()

@@ -29,7 +29,8 @@ def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
     space, spread = f"{cfg.partitions}", ""
     if cfg.queues > 1:
         space = f"{cfg.queues} queues x {cfg.partitions} = {cfg.space:,}"
-        spread = f" (round robin over the {cfg.queues} queues)"
+        spread = (f" (each popping the {cfg.queues} queues' namespace)" if cfg.pop_namespace
+                  else f" (round robin over the {cfg.queues} queues)")
     lines = [
         f"reginamq bench -mode openloop -> {_queues(cfg)} partitions={cfg.partitions}"
         f"{' per queue' if cfg.queues > 1 else ''} consumers={cfg.consumers} {mode} {ack}",
