@@ -146,6 +146,14 @@ async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(
                     {"queue": queue, "partition": "p", "payload": data}]})
                 assert response.status_code == 201
 
+            # leases of another queue running out meanwhile: hinted to every selection while the
+            # directory cannot place their queue, they must not crowd out the namespace's own
+            other = f"other-{uuid.uuid4().hex[:8]}"
+            response = await http.post("/api/v1/configure", json={"queue": other, "options": {"leaseTime": 1}})
+            assert response.status_code == 200
+            await push_partitions(http, other, [f"p{n}" for n in range(40)])
+            response = await http.get(f"/api/v1/pop/queue/{other}", params={"batch": 100, "partitions": 40})
+            assert len(response.json()["messages"]) == 40  # never acknowledged
             assert await pop_namespace() == []  # the reader begins
             await push_one("before")
             assert await pop_namespace() == []  # the queue is not in the namespace (yet)

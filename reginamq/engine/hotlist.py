@@ -25,8 +25,8 @@ A reader may also be a selection of queues, a namespace and/or task (``GET /api/
 one long poll serving many queues is how a thousand queues are read without a thousand polls.
 A notification names only its queue, so each process keeps a directory of which namespace and
 task every queue belongs to (one small query, re-read when a notification names a queue it does
-not know or a queue was configured); until then a selection gets the hint anyway, and rq_pop
-drops hints outside its queues.
+not know or a queue was configured or deleted); until then a selection gets the hint anyway,
+and a pop drops those the directory, read again by then, places outside its selection.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class _Reader:
     __slots__ = ("began", "hints", "last_pop", "last_scan", "since")
 
     def __init__(self) -> None:
-        self.hints: dict[str, None] = {}  # insertion-ordered set: the oldest hint first
+        # partition -> its queue (None: not known), insertion-ordered: the oldest hint first
+        self.hints: dict[str, str | None] = {}
         self.last_pop = time.monotonic()
         self.begin()
 
@@ -74,10 +75,10 @@ class _Reader:
             return now - self.last_scan >= SCAN_INTERVAL
         return not self.hints and now - self.last_scan >= SAFETY_SCAN_INTERVAL
 
-    def add(self, partition_ids) -> None:
+    def add(self, partition_ids, queue: str | None = None) -> None:
         hints = self.hints
         for partition_id in partition_ids:
-            hints[partition_id] = None  # a partition already hinted keeps its place
+            hints.setdefault(partition_id, queue)  # a partition already hinted keeps its place
         if len(hints) > MAX_HINTS_PER_READER:
             while len(hints) > MAX_HINTS_PER_READER:
                 del hints[next(iter(hints))]
@@ -100,7 +101,7 @@ class HotPartitions:
         """Partitions of ``queue`` got data: every reader of the queue gets them as hints."""
         for readers in self._sources_of(queue):
             for reader in readers.values():
-                reader.add(partition_ids)
+                reader.add(partition_ids, queue)
 
     def take(self, source: Source, group: str, partitions: int) -> tuple[list[str], datetime, bool]:
         """The oldest hints for a pop that may claim ``partitions`` partitions (removed: the pop
@@ -118,12 +119,16 @@ class HotPartitions:
         if scan:
             reader.last_scan = now
         hints = reader.hints
-        wanted = min(len(hints), max(8, 2 * partitions), MAX_HINTS_PER_POP)
+        wanted = min(max(8, 2 * partitions), MAX_HINTS_PER_POP)
+        selection = None if isinstance(source, str) else source
         taken = []
-        for _ in range(wanted):
+        while hints and len(taken) < wanted:
             partition_id = next(iter(hints))
-            del hints[partition_id]
-            taken.append(partition_id)
+            queue = hints.pop(partition_id)
+            # a selection got the hints of queues the directory could not place then; those
+            # it places elsewhere now are dropped here rather than crowd out the selection's own
+            if selection is None or self._holds(selection, queue):
+                taken.append(partition_id)
         return taken, datetime.fromtimestamp(reader.since, UTC), scan
 
     def has_readers(self) -> bool:
@@ -139,7 +144,7 @@ class HotPartitions:
         for readers in self._sources_of(queue):
             reader = readers.get(group)
             if reader is not None:
-                reader.add((partition_id,))
+                reader.add((partition_id,), queue)
                 handed = True
         return handed
 
@@ -204,12 +209,19 @@ class HotPartitions:
             yield own
         if not self._selections:
             return
+        if queue not in self._directory:
+            self._directory_stale = True
+        for selection, readers in self._selections.items():
+            if self._holds(selection, queue):
+                yield readers
+
+    def _holds(self, selection: tuple[str | None, str | None], queue: str | None) -> bool:
+        """Whether the selection holds the queue, or may: the directory does not place it."""
         place = self._directory.get(queue)
         if place is None:
-            self._directory_stale = True
-        for (namespace, task), readers in self._selections.items():
-            if place is None or ((namespace is None or namespace == place[0]) and (task is None or task == place[1])):
-                yield readers
+            return True
+        namespace, task = selection
+        return (namespace is None or namespace == place[0]) and (task is None or task == place[1])
 
     def _table(self, source: Source) -> dict:
         return self._queues if isinstance(source, str) else self._selections

@@ -201,3 +201,14 @@ def test_an_expired_lease_reaches_the_selections_of_its_group():
     assert hot.lease_expired("ns.a", "g3", "p1") is False
     assert hot.take(("ns", None), "g1", 10)[0] == ["p1"]
     assert hot.take(("ns", None), "g2", 10)[0] == []
+
+
+def test_hints_a_selection_got_for_queues_placed_elsewhere_are_dropped_when_taken():
+    hot = HotPartitions()
+    hot.take(("ns", None), "g", 1)
+    hot.pushed("ns.a", ["mine"])
+    for n in range(20):  # e.g. expired leases of other queues, before the directory knows them
+        assert hot.lease_expired(f"other{n}", "g", f"foreign{n}") is True
+    hot.pushed("ns.b", ["mine-too"])
+    hot.place_queues([("ns.a", "ns", "a"), ("ns.b", "ns", "b")] + [(f"other{n}", None, None) for n in range(20)])
+    assert hot.take(("ns", None), "g", 1)[0] == ["mine", "mine-too"]
