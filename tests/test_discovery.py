@@ -17,6 +17,8 @@ import orjson
 from reginamq.engine import hotlist, push
 from reginamq.engine.sealing import Sealer
 from tests.conftest import broker_with_clean_log
+from tests.integration.helpers import pop_messages
+from tests.integration.helpers import push as push_messages
 
 
 async def push_partitions(http, queue, names):
@@ -137,14 +139,8 @@ async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(
     with broker_with_clean_log(database_url, tmp_path / "broker.log", {}) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             async def pop_namespace() -> list:
-                response = await http.get("/api/v1/pop", params={
-                    "namespace": namespace, "wait": "false", "batch": 10, "autoAck": "true"})
-                return [] if response.status_code == 204 else [m["data"] for m in response.json()["messages"]]
-
-            async def push_one(data: str) -> None:
-                response = await http.post("/api/v1/push", json={"items": [
-                    {"queue": queue, "partition": "p", "payload": data}]})
-                assert response.status_code == 201
+                messages = await pop_messages(http, namespace=namespace, wait=False, batch=10, autoAck=True)
+                return [m["data"] for m in messages]
 
             # leases of another queue running out meanwhile: hinted to every selection while the
             # directory cannot place their queue, they must not crowd out the namespace's own
@@ -155,11 +151,11 @@ async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(
             response = await http.get(f"/api/v1/pop/queue/{other}", params={"batch": 100, "partitions": 40})
             assert len(response.json()["messages"]) == 40  # never acknowledged
             assert await pop_namespace() == []  # the reader begins
-            await push_one("before")
+            await push_messages(http, queue, "before", partition="p")
             assert await pop_namespace() == []  # the queue is not in the namespace (yet)
             response = await http.post("/api/v1/configure", json={"queue": queue, "namespace": namespace,
                                                                   "options": {}})
             assert response.status_code == 200 and response.json()["namespace"] == namespace
             await asyncio.sleep(hotlist.CATCH_UP_SECONDS + 1)
-            await push_one("after")
+            await push_messages(http, queue, "after", partition="p")
             assert await pop_namespace() == ["before", "after"]

@@ -160,7 +160,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                 # process has not heard yet: hear everything committed so far, then take the
                 # hints (or, not sure of that, look the recent writes up too).
                 heard_all = await waiters.sync(run)
-            if broker.hot.directory_due():
+            if request.queue is None and broker.hot.directory_due():  # only a selection needs it
                 await broker.hot.read_directory(run)
             hints, since, scan = _hints(broker.hot, request)
             scan = scan or not heard_all
