@@ -1,3 +1,32 @@
+-- Locks these partitions in ascending id order; returns how many exist. Generic plan: over an
+-- array argument a custom plan always looks cheaper and would be planned afresh on every push
+-- (see rq_pop_hinted, 003_pop.sql).
+CREATE OR REPLACE FUNCTION rq_lock_partitions(p_ids uuid[])
+RETURNS bigint LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
+    SELECT count(*) FROM (SELECT 1 FROM rq_partitions WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE) l
+$$;
+
+-- Creates the queues and partitions a push names, only when an existence check misses. Generic
+-- plans, as rq_lock_partitions.
+CREATE OR REPLACE FUNCTION rq_provision(p_queue text[], p_partition text[], p_new_queue_options jsonb)
+RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
+    INSERT INTO rq_queues (name, namespace, task, options)
+    SELECT n.qname,
+           CASE WHEN position('.' IN n.qname) > 0 THEN split_part(n.qname, '.', 1) END,
+           CASE WHEN position('.' IN n.qname) > 0 THEN nullif(split_part(n.qname, '.', 2), '') END,
+           p_new_queue_options
+    FROM (SELECT DISTINCT u AS qname FROM unnest(p_queue) u) n
+    WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
+    ON CONFLICT (name) DO NOTHING;
+
+    INSERT INTO rq_partitions (queue_id, name)
+    SELECT DISTINCT q.id, g.pname
+    FROM unnest(p_queue, p_partition) AS g(qname, pname)
+    JOIN rq_queues q ON q.name = g.qname
+    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)
+    ON CONFLICT (queue_id, name) DO NOTHING;
+$$;
+
 -- Push: one call per request (or per fused flush of requests, or a transaction's push).
 -- The (queue, partition) pairs a push names come once each (p_queue, p_partition); every item
 -- points at its pair (p_group, 1-based), so names are looked up once per pair, not per item.
@@ -25,26 +54,10 @@ DECLARE
     v_windows int[];
     v_item_queues text[];
     v_fresh   bool[];
-    v_locked  bigint;
     v_full    jsonb;
     v_size_limited bool;
 BEGIN
-    -- Provision what the push names, only when an existence check misses.
-    INSERT INTO rq_queues (name, namespace, task, options)
-    SELECT n.qname,
-           CASE WHEN position('.' IN n.qname) > 0 THEN split_part(n.qname, '.', 1) END,
-           CASE WHEN position('.' IN n.qname) > 0 THEN nullif(split_part(n.qname, '.', 2), '') END,
-           p_new_queue_options
-    FROM (SELECT DISTINCT u AS qname FROM unnest(p_queue) u) n
-    WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
-    ON CONFLICT (name) DO NOTHING;
-
-    INSERT INTO rq_partitions (queue_id, name)
-    SELECT DISTINCT q.id, g.pname
-    FROM unnest(p_queue, p_partition) AS g(qname, pname)
-    JOIN rq_queues q ON q.name = g.qname
-    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)
-    ON CONFLICT (queue_id, name) DO NOTHING;
+    PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
 
     -- Resolve each pair's partition, dedup window and the queue options below need, once.
     SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.dedup_window_seconds ORDER BY g.ord),
@@ -72,9 +85,7 @@ BEGIN
     -- The write lock, in the global order. A partition the idle cleanup deleted after the
     -- lookups above (rq_retention_step, 007_maintenance.sql) is missing here: the call is
     -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
-    SELECT count(*) INTO v_locked FROM (
-        SELECT 1 FROM rq_partitions WHERE id = ANY (v_group_pids) ORDER BY id FOR UPDATE) l;
-    IF v_locked < cardinality(v_group_pids) THEN  -- the pairs are distinct, so are their partitions
+    IF rq_lock_partitions(v_group_pids) < cardinality(v_group_pids) THEN  -- the pairs are distinct, so are their partitions
         RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
     END IF;
     v_now := clock_timestamp();  -- after the lock: monotone per partition

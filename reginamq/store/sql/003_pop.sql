@@ -74,8 +74,11 @@ $$;
 
 -- The broker's hints (engine/hotlist.py: partitions recent pushes announced) that are pending
 -- for this group, in the order given. Costs two key lookups a hint, however large the queue.
+-- Its plan is the generic one: statements over an array argument are otherwise planned afresh
+-- on every call (a custom plan sees the array's true length and always looks cheaper than
+-- the generic plan's guess), and that planning cost more than running the statement.
 CREATE OR REPLACE FUNCTION rq_pop_hinted(p_qids bigint[], p_group text, p_hints uuid[])
-RETURNS uuid[] LANGUAGE sql STABLE AS $$
+RETURNS uuid[] LANGUAGE sql STABLE SET plan_cache_mode = force_generic_plan AS $$
     SELECT ARRAY(
         SELECT h.id
         FROM unnest(p_hints) WITH ORDINALITY AS h(id, ord)
@@ -144,6 +147,20 @@ BEGIN
 END;
 $$;
 
+-- A named group's durable subscription on each of these queues it has not read before.
+-- Generic plans (see rq_pop_hinted) for the same reason.
+CREATE OR REPLACE FUNCTION rq_register_group(p_qids bigint[], p_group text, p_sub_mode text,
+                                             p_sub_from timestamptz)
+RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
+    INSERT INTO rq_consumer_groups (queue_id, name, subscription_mode, subscription_from)
+    SELECT q.id, p_group, p_sub_mode,
+           CASE WHEN p_sub_mode = 'new' THEN coalesce(p_sub_from, now()) ELSE p_sub_from END
+    FROM rq_queues q
+    WHERE q.id = ANY (p_qids)
+      AND NOT EXISTS (SELECT 1 FROM rq_consumer_groups g WHERE g.queue_id = q.id AND g.name = p_group)
+    ON CONFLICT DO NOTHING
+$$;
+
 CREATE OR REPLACE FUNCTION rq_pop(
     p_queue           text,
     p_partition       text,
@@ -192,25 +209,26 @@ DECLARE
     v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
     v_touched  uuid[] := '{}';  -- partitions whose cursor this call moved (for the stats)
 BEGIN
-    -- A named group registers its durable subscription on every queue it first reads.
-    IF NOT v_queue_mode THEN
-        INSERT INTO rq_consumer_groups (queue_id, name, subscription_mode, subscription_from)
-        SELECT q.id, p_group, p_sub_mode,
-               CASE WHEN p_sub_mode = 'new' THEN coalesce(p_sub_from, now()) ELSE p_sub_from END
-        FROM rq_queues q
-        WHERE (p_queue IS NULL OR q.name = p_queue)
-          AND (p_namespace IS NULL OR q.namespace = p_namespace)
-          AND (p_task IS NULL OR q.task = p_task)
-          AND NOT EXISTS (SELECT 1 FROM rq_consumer_groups g WHERE g.queue_id = q.id AND g.name = p_group)
-        ON CONFLICT DO NOTHING;
+    -- The queues this pop reads. A pop names its queue (the common case) or a namespace/task
+    -- selection; the two statements are kept apart so that each keeps one cached plan (a single
+    -- statement with "p_queue IS NULL OR ..." was planned afresh on every call).
+    IF p_queue IS NOT NULL THEN
+        v_qids := ARRAY(SELECT q.id FROM rq_queues q
+                        WHERE q.name = p_queue
+                          AND (p_namespace IS NULL OR q.namespace = p_namespace)
+                          AND (p_task IS NULL OR q.task = p_task));
+    ELSE
+        v_qids := ARRAY(SELECT q.id FROM rq_queues q
+                        WHERE (p_namespace IS NULL OR q.namespace = p_namespace)
+                          AND (p_task IS NULL OR q.task = p_task));
+    END IF;
+    IF cardinality(v_qids) = 0 THEN
+        RETURN;
     END IF;
 
-    SELECT array_agg(q.id) INTO v_qids FROM rq_queues q
-    WHERE (p_queue IS NULL OR q.name = p_queue)
-      AND (p_namespace IS NULL OR q.namespace = p_namespace)
-      AND (p_task IS NULL OR q.task = p_task);
-    IF v_qids IS NULL THEN
-        RETURN;
+    -- A named group registers its durable subscription on every queue it first reads.
+    IF NOT v_queue_mode THEN
+        PERFORM rq_register_group(v_qids, p_group, p_sub_mode, p_sub_from);
     END IF;
 
     IF p_partition IS NOT NULL THEN
