@@ -40,6 +40,17 @@ async def test_payload_nested_64_levels_is_accepted(http, db):
     assert response.status_code == 201, response.text
 
 
+@pytest.mark.parametrize("payload", [
+    b'"' + b"[{" * 100 + b'"',  # brackets inside a string: counted, yet the body is shallow
+    b'{"a":[[1]],"pad":"' + b"x" * 20_000 + b'"}',  # too large for the count: parsed with padding
+    b"[" + b",".join([b'{"k":[1,2]}'] * 40) + b"]",  # many brackets side by side, none deep
+])
+async def test_shallow_bodies_with_many_brackets_are_accepted(http, db, payload):
+    queue = unique("q")
+    response = await http.post("/api/v1/push", content=push_body(queue, payload), headers=JSON)
+    assert response.status_code == 201, response.text
+
+
 @pytest.mark.parametrize("depth", [62, 100, 5_000, 100_000])
 async def test_payload_nested_too_deep(http, db, depth):
     queue = unique("q")
