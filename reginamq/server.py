@@ -17,6 +17,13 @@ from granian.server import MPServer
 from reginamq.config import Settings
 
 DRAIN_SIGNAL = signal.SIGUSR1
+# A parked long poll holds one of its worker's request slots for its whole wait (it holds no
+# database connection), so thousands of consumers mean thousands of concurrent requests.
+# Granian's defaults (a 1,024-connection listen backlog and 1,024 / workers concurrent requests
+# a worker) served such a crowd in turns, and connections past the backlog stalled in the
+# kernel for up to half a minute. The kernel clamps the backlog to net.core.somaxconn.
+LISTEN_BACKLOG = 4096
+REQUESTS_PER_WORKER = 10_000
 
 
 class BrokerServer(MPServer):
@@ -41,6 +48,8 @@ def serve(settings: Settings) -> None:
         loop=Loops.uvloop,
         log_access=False,
         respawn_failed_workers=True,
+        backlog=LISTEN_BACKLOG,
+        backpressure=REQUESTS_PER_WORKER,
         workers_kill_timeout=30,
         ssl_cert=settings.tls_cert,
         ssl_key=settings.tls_key,

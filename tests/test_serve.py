@@ -148,3 +148,30 @@ def test_an_outage_buffers_pushes_on_disk_and_replays_them_in_order(tmp_path):
     finally:
         stop_process(process)
         server.stop(mode="immediate")
+
+
+async def _long_poll(host: str, port: int, path: str) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        status_line = await reader.readline()
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+async def test_thousands_of_concurrent_long_polls_are_all_served_together(broker_url):
+    """A long poll holds a request slot of its worker for its whole wait; with the HTTP
+    server's default limits (1,024 concurrent requests across the workers, a 1,024-connection
+    listen backlog) the polls past that waited for earlier ones to end, or stalled in the
+    kernel for half a minute."""
+    host, port = broker_url.removeprefix("http://").split(":")
+    path = "/api/v1/pop/queue/idle-crowd?wait=true&timeout=4000&batch=1"
+    polls = 3_000
+    started = time.monotonic()
+    statuses = await asyncio.wait_for(
+        asyncio.gather(*(_long_poll(host, int(port), path) for _ in range(polls))), timeout=60)
+    elapsed = time.monotonic() - started
+    assert statuses == [204] * polls
+    assert elapsed < 10, f"{polls} long polls of 4 s took {elapsed:.1f} s: they were served in turns"
