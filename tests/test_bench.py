@@ -166,6 +166,16 @@ def test_what_queues_cannot_measure_is_refused(options, refused):
         BenchConfig(rate=1_000, pop_namespace=True)
 
 
+def test_producer_processes_follow_requests_as_well_as_messages(monkeypatch):
+    """A generator that saturates one process measures itself, not the broker."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert BenchConfig(rate=20_000, push_batch=100).producer_procs == 1  # 200 requests a second
+    assert BenchConfig(rate=120_000, push_batch=100).producer_procs == 3  # messages decide
+    assert BenchConfig(rate=3_000, push_batch=1).producer_procs == 2  # requests decide
+    assert BenchConfig(rate=100_000, push_batch=1).producer_procs == 8  # at most two per core
+    assert BenchConfig(rate=3_000, push_batch=1, producer_procs=1).producer_procs == 1  # as asked
+
+
 def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     """About 8 s of load at 2,000 msg/s: every offered message is accounted for."""
     cfg = BenchConfig(rate=2_000, duration=8, report=2, drain=10, partitions=200, push_batch=100,

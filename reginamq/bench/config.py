@@ -13,6 +13,10 @@ from reginamq.engine.queues import derived_namespace_task
 # null HTTP sink (2-core machine, 2026-12: docs/benchmarks.md); give each process half that so
 # it stays far from saturation and the pacer stays on schedule.
 PRODUCER_PROC_CAPACITY = 50_000
+# Small batches cost the producer per request, not per message: one process offering 3,000
+# pushes of 1 message a second (or 2,000 of 10) used 0.8 cores (2026-12-01, docs/benchmarks.md),
+# so a process is given at most 1,500 requests a second.
+PRODUCER_PROC_REQUESTS = 1_500
 # A consumer process parses, records and acks a 1,000-message pop in a few milliseconds.
 CONSUMER_PROC_CAPACITY = 50_000
 # Long polls one consumer process holds open: each consumer's pop times out every second, so a
@@ -72,7 +76,9 @@ class BenchConfig:
             self.active = self.space
         cores = os.cpu_count() or 1
         if self.producer_procs <= 0:
-            self.producer_procs = max(1, min(cores * 2, math.ceil(self.rate / PRODUCER_PROC_CAPACITY)))
+            needed = max(math.ceil(self.rate / PRODUCER_PROC_CAPACITY),
+                         math.ceil(self.rate / self.push_batch / PRODUCER_PROC_REQUESTS))
+            self.producer_procs = max(1, min(cores * 2, needed))
         if self.consumer_procs <= 0 and self.consumers > 0:
             deliveries = self.rate * max(1, self.groups)
             self.consumer_procs = max(1, min(cores * 2, self.total_consumers,
