@@ -96,7 +96,9 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
             assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
             returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
                                         "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
-            assert returned == []  # the current function: a fresh push answers no duplicates
+            # the current function: a fresh push answers no duplicates, only the notice to send
+            assert [(r["item"], r["original_id"]) for r in returned] == [(None, None)]
+            assert returned[0]["notice"].startswith("q\n")
         finally:
             await conn.close()
         assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",

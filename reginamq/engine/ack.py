@@ -6,9 +6,11 @@ import msgspec
 
 from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode
+from reginamq.engine.waiters import announce
 
 # rq_ack answers cursor by cursor; the answer goes in request order
-ACK_SQL = "SELECT item, success, error, lease_released, dlq, noop FROM rq_ack($1, $2, $3, $4, $5, $6) ORDER BY item"
+ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice FROM rq_ack($1, $2, $3, $4, $5, $6) "
+           "ORDER BY item")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 MAX_ACKS_PER_REQUEST = 10_000
 MAX_ERROR_LENGTH = 8192
@@ -82,10 +84,11 @@ async def write(conn, prepared: PreparedAcks) -> list[dict]:
         return []
     rows = await conn.fetch(ACK_SQL, prepared.groups, prepared.partitions, prepared.txids,
                             prepared.leases, prepared.statuses, prepared.errors)
+    await announce(conn, [row[6] for row in rows if row[6] is not None])  # partitions with work again
     return [
         {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
          "leaseReleased": row[3], "dlq": row[4], "noop": row[5]}
-        for row in rows
+        for row in rows if row[0] is not None
     ]
 
 

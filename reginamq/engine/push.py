@@ -16,11 +16,12 @@ from reginamq.engine import options as queue_options
 from reginamq.engine.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.sealing import Sealer
+from reginamq.engine.waiters import announce
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-PUSH_SQL = "SELECT item, original_id::text FROM rq_push($1, $2, $3, $4, $5, $6, $7::jsonb, $8)"
+PUSH_SQL = "SELECT item, original_id::text, notice FROM rq_push($1, $2, $3, $4, $5, $6, $7::jsonb, $8)"
 QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 
@@ -96,7 +97,9 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
 
 
 async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size: bool = True) -> dict[int, str]:
-    """Run rq_push on ``conn``; returns {column index: original message id} for duplicates.
+    """Run rq_push on ``conn`` and announce what it wrote (waiters.announce: after the commit,
+    or inside the caller's transaction); returns {column index: original message id} for
+    duplicates.
 
     Fragments of encrypted queues are sealed first. ``enforce_max_size`` is off only for the
     spool's replay: those messages were already acknowledged to their producers, so a queue
@@ -116,7 +119,8 @@ async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size
             raise Unavailable("a queue of this push was just encrypted; send it again") from None
         seal(prepared, sealer, await sealer.encrypted_queues(conn, fresh=True))
         rows = await _push(conn, prepared, enforce_max_size)
-    return {row[0]: row[1] for row in rows}
+    await announce(conn, [row[2] for row in rows if row[2] is not None])
+    return {row[0]: row[1] for row in rows if row[0] is not None}
 
 
 def pairs(prepared: PreparedPush) -> tuple[list[str], list[str], list[int]]:

@@ -33,7 +33,8 @@ $$;
 -- Items arrive in request order, already free of in-request duplicates. Queues and partitions
 -- a push names are created on first sight; partitions are locked in ascending id order (the
 -- order acks also use), so concurrent pushes never deadlock. Each partition's items become
--- one segment row. Returns the items that were duplicates, with the original message id.
+-- one segment row. Returns the items that were duplicates, with the original message id, and
+-- the notices announcing what was written.
 CREATE OR REPLACE FUNCTION rq_push(
     p_queue      text[],
     p_partition  text[],
@@ -43,7 +44,7 @@ CREATE OR REPLACE FUNCTION rq_push(
     p_payload    bytea[],
     p_new_queue_options jsonb,
     p_enforce_max_size bool
-) RETURNS TABLE (item int, original_id uuid)
+) RETURNS TABLE (item int, original_id uuid, notice text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz;
@@ -160,18 +161,22 @@ BEGIN
     FROM bumped b JOIN items i ON i.pid = b.id
     GROUP BY b.id, b.base_offset, b.end_offset;
 
-    -- Wake-ups and hints (engine/waiters.py, engine/hotlist.py): the queue, a newline and the
-    -- partitions written, 150 to a notification (a payload holds 8,000 bytes).
-    PERFORM pg_notify('rq_push', w.qname || E'\n' || string_agg(w.pid::text, ','))
+    -- Wake-ups and hints (engine/waiters.py, engine/hotlist.py) come back as notices for the
+    -- broker to send once this transaction has committed (engine/push.py, announce): a
+    -- pg_notify here would hold PostgreSQL's notification lock, which serialises every
+    -- notifying commit, through this commit's flush to disk. A notice is the queue, a newline
+    -- and the partitions written, 150 to a notice (a notification holds 8,000 bytes).
+    RETURN QUERY
+    SELECT NULL::int, NULL::uuid, w.qname || E'\n' || string_agg(w.pid::text, ',')
     FROM (SELECT g.qname, g.pid, (row_number() OVER (PARTITION BY g.qname ORDER BY g.pid) - 1) / 150 AS chunk
           FROM (SELECT DISTINCT p_queue[t.g] AS qname, v_group_pids[t.g] AS pid
                 FROM unnest(p_group, v_fresh) AS t(g, fresh) WHERE t.fresh) g) w
     GROUP BY w.qname, w.chunk;
 
-    -- Only duplicates come back (with the id of the message already stored): the broker
-    -- minted every other id itself.
+    -- Duplicates come back with the id of the message already stored: the broker minted
+    -- every other id itself.
     RETURN QUERY
-    SELECT (t.ord - 1)::int, d.message_id
+    SELECT (t.ord - 1)::int, d.message_id, NULL::text
     FROM unnest(v_pids, p_txid, v_fresh) WITH ORDINALITY AS t(pid, txid, fresh, ord)
     JOIN rq_dedup d ON d.partition_id = t.pid AND d.transaction_id = t.txid
     WHERE NOT t.fresh;

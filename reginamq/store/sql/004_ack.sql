@@ -18,7 +18,8 @@ CREATE OR REPLACE FUNCTION rq_ack(
     p_lease      uuid[],
     p_status     text[],
     p_error      text[]
-) RETURNS TABLE (item int, success bool, error text, lease_released bool, dlq bool, noop bool)
+) RETURNS TABLE (item int, success bool, error text, lease_released bool, dlq bool, noop bool,
+                 notice text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_key        record;
@@ -38,6 +39,7 @@ DECLARE
     v_whole_pids uuid[];
     v_whole_grps text[];
     v_moved_pids uuid[];  -- cursors this call moved (for the stats)
+    v_notices    text[] := '{}';  -- partitions with work again, announced after the commit
     v_moved_grps text[];
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
@@ -106,16 +108,18 @@ BEGIN
     v_moved_pids := coalesce(v_whole_pids, '{}');
     v_moved_grps := coalesce(v_whole_grps, '{}');
 
-    -- more data behind a released span: wake parked pops, hint the partition
-    PERFORM pg_notify('rq_push', q.name || E'\n' || p.id::text)
-    FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
-    JOIN rq_consumers c ON c.partition_id = w.pid AND c.consumer_group = w.grp
-    JOIN rq_partitions p ON p.id = w.pid
-    JOIN rq_queues q ON q.id = p.queue_id
-    WHERE p.last_offset > c.committed;
+    -- more data behind a released span: wake parked pops, hint the partition (a notice the
+    -- broker sends once this call has committed, as rq_push's, 002_push.sql)
+    v_notices := ARRAY(
+        SELECT q.name || E'\n' || p.id::text
+        FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
+        JOIN rq_consumers c ON c.partition_id = w.pid AND c.consumer_group = w.grp
+        JOIN rq_partitions p ON p.id = w.pid
+        JOIN rq_queues q ON q.id = p.queue_id
+        WHERE p.last_offset > c.committed);
 
     RETURN QUERY
-    SELECT (t.ord - 1)::int, true, NULL::text, true, false, false
+    SELECT (t.ord - 1)::int, true, NULL::text, true, false, false, NULL::text
     FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
     JOIN unnest(v_whole_pids, v_whole_grps) AS w(pid, grp) ON w.pid = t.pid AND w.grp = t.grp;
 
@@ -136,7 +140,8 @@ BEGIN
         WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         IF NOT FOUND THEN
             RETURN QUERY
-            SELECT i, false, 'no delivery to acknowledge for this partition and consumer group', false, false, false
+            SELECT i, false, 'no delivery to acknowledge for this partition and consumer group', false, false, false,
+                   NULL::text
             FROM unnest(v_key.items) AS i;
             CONTINUE;
         END IF;
@@ -187,7 +192,7 @@ BEGIN
                     THEN ROW(a.item, true, NULL, false, false, true)::rq_ack_outcome
                 ELSE ROW(a.item, false, 'message not found in this partition''s deliverable range',
                          false, false, false)::rq_ack_outcome
-            END).*
+            END).*, NULL::text
         FROM unnest(v_acks) a WHERE a.off IS NULL;
 
         SELECT count(*), bool_or(a.status = 'failed')
@@ -249,7 +254,7 @@ BEGIN
             IF (v_stop IS NULL AND v_committed < greatest(v_upper, v_queue.last_offset))
                OR (v_stop IS NOT NULL AND v_queue.retry_delay_ms = 0) THEN
                 -- something is deliverable again at once: wake parked pops, hint the partition
-                PERFORM pg_notify('rq_push', v_queue.name || E'\n' || v_key.pid::text);
+                v_notices := v_notices || (v_queue.name || E'\n' || v_key.pid::text);
             END IF;
         ELSE
             UPDATE rq_consumers c
@@ -261,12 +266,14 @@ BEGIN
         v_moved_grps := v_moved_grps || v_key.grp;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,
-               v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false
+               v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false, NULL::text
         FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
     END LOOP;
     IF cardinality(v_moved_pids) > 0 THEN
         PERFORM rq_stats_touch(v_moved_pids, v_moved_grps);
     END IF;
+    RETURN QUERY SELECT NULL::int, NULL::bool, NULL::text, NULL::bool, NULL::bool, NULL::bool, n
+                 FROM unnest(v_notices) AS n;
 END;
 $$;
 
