@@ -66,13 +66,9 @@ def main() -> None:
     parser.add_argument("--push-batch", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=200)
     args = parser.parse_args()
-    own = OwnBroker(workers=2)
-    own.start()
-    try:
+    with OwnBroker(workers=2) as own:
         asyncio.run(measure(own.url, CpuMeter(lambda: broker_tree(own.process.pid)),
                             CpuMeter(postgres_of(str(own.data_dir))), args))
-    finally:
-        own.stop()
 
 
 if __name__ == "__main__":

@@ -161,9 +161,7 @@ async def main() -> None:
     parser.add_argument("--push-batch", type=int, default=1_000)
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
-    broker = OwnBroker(workers=1)
-    broker.start()
-    try:
+    with OwnBroker(workers=1) as broker:
         started = time.monotonic()
         await create_and_consume(broker.url, "cost", args.partitions, args.push_batch, args.concurrency)
         print(f"{args.partitions:,} partitions created and consumed in {time.monotonic() - started:.0f} s")
@@ -181,8 +179,6 @@ async def main() -> None:
         await vacuum(broker.database_url)
         print("after VACUUM:")
         print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
-    finally:
-        broker.stop()
 
 
 if __name__ == "__main__":

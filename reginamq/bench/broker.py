@@ -73,6 +73,13 @@ class OwnBroker:
         self.stop()
         raise RuntimeError(f"the broker did not become healthy in {timeout:.0f} s; see {self.log_path}")
 
+    def __enter__(self) -> OwnBroker:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM (the broker then stops its PostgreSQL), SIGKILL if it does not go in time."""
         if self.process is not None and self.process.poll() is None:

@@ -39,8 +39,8 @@ DECLARE
     v_whole_pids uuid[];
     v_whole_grps text[];
     v_moved_pids uuid[];  -- cursors this call moved (for the stats)
-    v_notices    text[] := '{}';  -- partitions with work again, announced after the commit
     v_moved_grps text[];
+    v_notices    text[] := '{}';  -- partitions with work again, announced after the commit
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
     -- the loop below never take a cursor lock out of that order.
