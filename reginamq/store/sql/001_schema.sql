@@ -63,6 +63,12 @@ CREATE TABLE IF NOT EXISTS rq_segments (
     payloads      bytea[] NOT NULL,
     PRIMARY KEY (partition_id, base_offset)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
+-- No planner statistics on the payloads: nothing filters on them, and ANALYZE decompressed and
+-- hashed every sampled segment's fragments to build them (1.9 s of CPU against 0.3 s without,
+-- on a minute of segments at 25,000 msg/s), while under retention the table turns over, and
+-- is analysed, every autovacuum round. The transactionIds keep theirs: the planner sizes the
+-- ack's unnest of them from those statistics, and without them an ack took ten times longer.
+ALTER TABLE rq_segments ALTER COLUMN payloads SET STATISTICS 0;
 
 -- The transactionId sidecar for deduplication: written only for queues with a window.
 CREATE TABLE IF NOT EXISTS rq_dedup (
