@@ -9,7 +9,8 @@
 #   benchmarks/million_partitions.sh --small    # 100,000 partitions, about 3 minutes
 #
 # RATE and PUSH_BATCH set the load (default 4,800 msg/s in pushes of 8: 600 pushes a second, one
-# partition each, so a window of 1,000 partitions is covered every 1.67 s). Everything runs on
+# partition each, so a window of 1,000 partitions is covered every 1.67 s); CONSUMERS the number
+# of closed-loop consumers (default 4, the bench's). Everything runs on
 # 127.0.0.1 with an embedded PostgreSQL in a temporary folder, removed at the end.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ if [[ "${1:-}" == "--small" ]]; then
 fi
 RATE=${RATE:-4800}
 PUSH_BATCH=${PUSH_BATCH:-8}
+CONSUMERS=${CONSUMERS:-4}
 ACTIVE=1000
 PUSHES_PER_SECOND=$(python3 -c "print($RATE / $PUSH_BATCH)")
 ROTATE=$(python3 -c "print(round($ACTIVE / $PUSHES_PER_SECOND, 4))")
@@ -30,7 +32,7 @@ PORT=${PORT:-6812}
 WORK=$(mktemp -d -t reginamq-partitions-XXXXXX)
 DB="postgresql://postgres@/postgres?host=$WORK/pg"
 
-echo "space=$SPACE active=$ACTIVE rotate=${ROTATE}s rate=$RATE push-batch=$PUSH_BATCH:" \
+echo "space=$SPACE active=$ACTIVE rotate=${ROTATE}s rate=$RATE push-batch=$PUSH_BATCH consumers=$CONSUMERS:" \
      "space covered in ${COVER}s, then ${COMPLETED_SECONDS}s on the completed space; work folder $WORK"
 REGINAMQ_LOG_LEVEL=warning reginamq serve --host 127.0.0.1 --port "$PORT" --workers 2 \
     --data-dir "$WORK/pg" --retention-parallelism 4 > "$WORK/broker.log" 2>&1 &
@@ -46,7 +48,7 @@ for _ in $(seq 100); do
 done
 
 reginamq bench --url "http://127.0.0.1:$PORT" --database-url "$DB" --queue partitions \
-    --rate "$RATE" --push-batch "$PUSH_BATCH" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE" \
+    --rate "$RATE" --push-batch "$PUSH_BATCH" --consumers "$CONSUMERS" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE" \
     --pop-partitions 100 --completed-retention 60 --dedup-window 0 --duration "$DURATION" --report 10 \
     --json "${JSON:-partitions-run.json}"
 

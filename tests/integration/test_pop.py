@@ -155,6 +155,34 @@ async def test_partitions_share_the_batch_budget(http, queue):
     assert body["partitionsClaimed"] == len({m["partitionId"] for m in body["messages"]})
 
 
+async def test_partitions_read_before_take_the_budget_whole_in_turn(http, queue):
+    """Partitions whose cursors exist (read before): each takes its messages whole until the
+    batch runs out, and the one cut short goes on where it stopped at the next pop."""
+    names = ["p1", "p2", "p3"]
+    for name in names:
+        await push(http, queue, f"{name}-0", partition=name)
+    await ack_batch(http, await pop_messages(http, queue, partitions=3, batch=10))
+    for name in names:
+        await push(http, queue, f"{name}-1", f"{name}-2", f"{name}-3", partition=name)
+
+    first = await pop(http, queue, partitions=3, batch=5)
+    counts = {}
+    for message in first["messages"]:
+        counts[message["partition"]] = counts.get(message["partition"], 0) + 1
+    assert sorted(counts.values()) == [2, 3]
+    assert first["partitionsClaimed"] == 2
+    assert {m["deliveryAttempt"] for m in first["messages"]} == {1}
+    assert {m["leaseId"] for m in first["messages"]} == {first["leaseId"]}
+    await ack_batch(http, first["messages"])
+
+    second = await pop_messages(http, queue, partitions=3, batch=10)
+    delivered: dict[str, list] = {}
+    for message in first["messages"] + second:
+        delivered.setdefault(message["partition"], []).append(message["data"])
+    assert delivered == {name: [f"{name}-1", f"{name}-2", f"{name}-3"] for name in names}
+    assert await pop(http, queue, partitions=3) is None
+
+
 async def test_auto_ack_has_empty_lease_and_no_redelivery(http, queue):
     await push(http, queue, "a", "b")
     body = await pop(http, queue, autoAck=True)
