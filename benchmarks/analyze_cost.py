@@ -36,19 +36,15 @@ SETTINGS = {
 async def fill(url: str, segments: int, concurrency: int = 8) -> None:
     """One segment a push: 100 messages to one partition."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-        queue = asyncio.Queue()
-        for index in range(segments):
-            queue.put_nowait(index)
 
-        async def pusher() -> None:
-            while not queue.empty():
-                index = queue.get_nowait()
+        async def pusher(first: int) -> None:
+            for index in range(first, segments, concurrency):
                 items = [{"queue": QUEUE, "partition": f"p{index % PARTITIONS}", "payload": PAYLOAD}
                          for _ in range(100)]
                 response = await http.post("/api/v1/push", json={"items": items})
                 response.raise_for_status()
 
-        await asyncio.gather(*(pusher() for _ in range(concurrency)))
+        await asyncio.gather(*(pusher(first) for first in range(concurrency)))
 
 
 def backend_cpu_seconds(pid: int) -> float:

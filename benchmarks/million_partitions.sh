@@ -10,8 +10,8 @@
 #
 # RATE and PUSH_BATCH set the load (default 4,800 msg/s in pushes of 8: 600 pushes a second, one
 # partition each, so a window of 1,000 partitions is covered every 1.67 s); CONSUMERS the number
-# of closed-loop consumers (default 4, the bench's). Everything runs on
-# 127.0.0.1 with an embedded PostgreSQL in a temporary folder, removed at the end.
+# of closed-loop consumers (default 4, the bench's). Everything runs on 127.0.0.1 with an
+# embedded PostgreSQL in a temporary folder, removed at the end.
 set -euo pipefail
 
 SPACE=1000000

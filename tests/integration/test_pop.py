@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -166,9 +167,7 @@ async def test_partitions_read_before_take_the_budget_whole_in_turn(http, queue)
         await push(http, queue, f"{name}-1", f"{name}-2", f"{name}-3", partition=name)
 
     first = await pop(http, queue, partitions=3, batch=5)
-    counts = {}
-    for message in first["messages"]:
-        counts[message["partition"]] = counts.get(message["partition"], 0) + 1
+    counts = Counter(message["partition"] for message in first["messages"])
     assert sorted(counts.values()) == [2, 3]
     assert first["partitionsClaimed"] == 2
     assert {m["deliveryAttempt"] for m in first["messages"]} == {1}
