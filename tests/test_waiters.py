@@ -7,14 +7,17 @@ nothing here re-checks: the future resolves only if the notification arrives.
 from __future__ import annotations
 
 import asyncio
+import threading
+import types
 import uuid
 
 import asyncpg
 import msgspec
 
-from reginamq.engine import push
+from reginamq.engine import push, queues
 from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.pop import FillWaits, PopRequest, SweepPositions, pop
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 
@@ -136,3 +139,41 @@ async def test_an_expired_lease_becomes_a_hint_for_its_reader_and_wakes_a_pop(da
     assert await watcher.look() == 1
     assert parked.done() and parked.result() is True
     assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == [partition_id]
+
+
+async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_fill_wait(database_url):
+    """Another node sets minPopWaitTime while this process is busy (its event loop blocked,
+    so the notification waits unread in the listener's socket); the next pop here must still
+    apply it, not the option list it cached a moment ago."""
+    hot, fill_waits = HotPartitions(), FillWaits()
+    waiters = Waiters(on_config_change=fill_waits.forget, hot=hot)
+    await waiters.listen(database_url)
+    run = runner(database_url)
+    broker = types.SimpleNamespace(waiters=waiters, run=run, sweeps=SweepPositions(), hot=hot,
+                                   fill_waits=fill_waits, sealer=Sealer())
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
+                         batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,
+                         lease_seconds=60, subscription_mode="all", subscription_from=None)
+    try:
+        await wait_listening(waiters)
+        await push_one(database_url, queue)
+        assert await fill_waits.seconds(run, request) == 0  # read and cached: no fill wait yet
+
+        def configure_elsewhere() -> None:
+            async def configure() -> None:
+                await run(lambda conn: queues.configure(
+                    conn, queues.ConfigureBody(queue=queue, options={"minPopWaitTime": 60_000})))
+            asyncio.run(configure())
+
+        elsewhere = threading.Thread(target=configure_elsewhere)
+        elsewhere.start()
+        elsewhere.join()  # blocks this loop: the configure's notification is not heard yet
+        popping = asyncio.create_task(pop(broker, request))
+        await asyncio.sleep(0.5)
+        assert not popping.done()  # one message of three: it waits for the batch to fill
+        await push_one(database_url, queue)
+        await push_one(database_url, queue)
+        assert len(msgspec.json.decode(await asyncio.wait_for(popping, 10))["messages"]) == 3
+    finally:
+        await waiters.stop()

@@ -108,9 +108,15 @@ class FillWaits:
     def forget(self) -> None:
         self._read_at = -self.REFRESH_SECONDS
 
+    @staticmethod
+    def may_apply(request: PopRequest) -> bool:
+        """Only a long poll of one queue with a batch above 1 can have a fill wait."""
+        return request.wait and request.batch > 1 and request.queue is not None
+
     async def seconds(self, run, request: PopRequest) -> float:
-        """The fill wait for this pop: only a long poll of one queue with a batch above 1."""
-        if not request.wait or request.batch <= 1 or request.queue is None:
+        """The fill wait for this pop (the caller has heard the configure notifications
+        committed before it, so an option set a moment ago on another process applies)."""
+        if not self.may_apply(request):
             return 0.0
         if time.monotonic() - self._read_at >= self.REFRESH_SECONDS:
             rows = await run(lambda conn: conn.fetch(FILL_WAITS_SQL))
@@ -134,12 +140,22 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     waiters, run, sweeps = broker.waiters, broker.run, broker.sweeps
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
-    fill_wait = await broker.fill_waits.seconds(run, request)
+    fill_wait = None
     fill_until = None
     first_attempt = True
+    heard_all = True
     while True:
         parked = waiters.park(request.queue) if request.wait else None
         try:
+            if fill_wait is None:
+                # The client may have just been answered a push (or a configure) whose
+                # announcement this process has not heard yet: hear everything committed so
+                # far, then take the hints and the queue's fill wait (or, not sure of that,
+                # look the recent writes up too).
+                hinted = _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group)
+                if hinted or FillWaits.may_apply(request):
+                    heard_all = await waiters.sync(run)
+                fill_wait = await broker.fill_waits.seconds(run, request)
             if fill_wait and (fill_until is None or time.monotonic() < fill_until):
                 ready = await run(lambda conn: conn.fetchval(
                     READY_SQL, request.queue, request.partition, request.group, request.partitions, request.batch))
@@ -154,16 +170,10 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                         continue
             lease_id = str(uuid.uuid4())
             key = SweepPositions.key(request)
-            heard_all = True
-            if first_attempt and _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group):
-                # The client may have just been answered a push whose announcement this
-                # process has not heard yet: hear everything committed so far, then take the
-                # hints (or, not sure of that, look the recent writes up too).
-                heard_all = await waiters.sync(run)
             if request.queue is None and broker.hot.directory_due():  # only a selection needs it
                 await broker.hot.read_directory(run)
             hints, since, scan = _hints(broker.hot, request)
-            scan = scan or not heard_all
+            scan = scan or (first_attempt and not heard_all)
             sweep_from, may_sweep = sweeps.position(key, since)
             # Nothing announced (having heard every announcement), no look-up due and the
             # sweep resting: there is nothing to ask the database. Expired leases announce
