@@ -71,11 +71,17 @@ def main() -> None:
               help="Clock skew tolerated on exp/nbf/iat, in seconds [default: 30].")
 @click.option("--tls-cert", type=_FILE, default=None, help="Serve HTTPS with this PEM certificate (chain).")
 @click.option("--tls-key", type=_FILE, default=None, help="The certificate's PEM private key.")
-def serve(**flags) -> None:
+@click.option("--pg-setting", "pg_settings", multiple=True, metavar="NAME=VALUE", envvar="REGINAMQ_PG_SETTINGS",
+              help="A setting of the embedded PostgreSQL, over reginamq's tuning (repeatable; e.g. "
+                   "--pg-setting shared_buffers=4GB; REGINAMQ_PG_SETTINGS holds them space-separated).")
+def serve(pg_settings: tuple[str, ...], **flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""
     settings = Settings.from_env(**flags)
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if pg_settings and settings.database_url:
+        raise click.UsageError("--pg-setting tunes the embedded PostgreSQL; set your own server's settings there")
+    embedded_settings = dict(_setting(text) for text in pg_settings)
     try:
         verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
         Sealer.from_settings(settings)  # and if an encryption key is malformed
@@ -88,7 +94,7 @@ def serve(**flags) -> None:
     if not database_url:
         from reginamq.store.embedded import EmbeddedPostgres
 
-        embedded = EmbeddedPostgres(settings.data_dir)
+        embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
         database_url = embedded.start()
     try:
         from reginamq.store.database import apply_schema
@@ -104,6 +110,13 @@ def serve(**flags) -> None:
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip() or not name.strip().replace("_", "").replace(".", "").isalnum():
+        raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--pg-setting")
+    return name.strip(), value
 
 
 main.add_command(bench)

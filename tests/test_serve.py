@@ -19,11 +19,11 @@ from reginamq.store.embedded import EmbeddedPostgres
 from tests.conftest import free_port, start_broker, stop_process, wait_healthy
 
 
-def serve_embedded(data_dir, port):
+def serve_embedded(data_dir, port, *options):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir)],
+         "--data-dir", str(data_dir), *options],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_healthy(f"http://127.0.0.1:{port}", process, seconds=90)
     return process
@@ -42,12 +42,38 @@ def test_embedded_broker_keeps_messages_across_restarts_and_stops_cleanly(tmp_pa
         assert process.wait(60) == 0
         assert not (data_dir / "postmaster.pid").exists(), "the embedded PostgreSQL was left running"
 
-        process = serve_embedded(data_dir, port)
+        process = serve_embedded(data_dir, port, "--pg-setting", "work_mem=7MB",
+                                 "--pg-setting", "log_line_prefix=%m [%p] ")
         popped = httpx.get(f"{url}/api/v1/pop/queue/durable", params={"batch": 10})
         assert popped.status_code == 200
         assert [m["data"] for m in popped.json()["messages"]] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert asyncio.run(server_settings(EmbeddedPostgres(data_dir).url, "work_mem", "log_line_prefix")) \
+            == ["7MB", "%m [%p] "]
     finally:
         stop_process(process)
+
+
+async def server_settings(url: str, *names: str) -> list[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [await conn.fetchval("SELECT current_setting($1)", name) for name in names]
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("setting", ["shared_buffers", "=4GB", "not a name=1"])
+def test_a_malformed_pg_setting_is_refused_before_anything_starts(tmp_path, setting):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
+    result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--data-dir", str(tmp_path / "pg"),
+                             "--pg-setting", setting], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2 and "is not NAME=VALUE" in result.stderr
+    assert not (tmp_path / "pg").exists()
+
+
+def test_pg_settings_are_refused_with_a_database_of_ones_own(database_url):
+    result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--database-url", database_url,
+                             "--pg-setting", "work_mem=7MB"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "embedded PostgreSQL" in result.stderr
 
 
 def test_sigterm_answers_open_long_polls_at_once(database_url):
