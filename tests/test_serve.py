@@ -53,6 +53,37 @@ def test_embedded_broker_keeps_messages_across_restarts_and_stops_cleanly(tmp_pa
         stop_process(process)
 
 
+def test_a_new_database_gets_planner_statistics_once_partitions_fill_it(tmp_path):
+    """Autovacuum is off here, so only the broker's maintenance can analyse: the partition
+    table is analysed once it holds 1,000 rows, the cursor table (still empty) is not."""
+    data_dir, port = tmp_path / "pgdata", free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = serve_embedded(data_dir, port, "--pg-setting", "autovacuum=off", "--maintenance-interval", "0.5")
+    try:
+        time.sleep(1.5)  # rounds ran over the empty tables
+        assert asyncio.run(reltuples(EmbeddedPostgres(data_dir).url)) == {"rq_partitions": -1, "rq_consumers": -1}
+        pushed = httpx.post(f"{url}/api/v1/push", json={"items": [
+            {"queue": "fresh", "partition": f"p{n}", "payload": n} for n in range(1_200)]}, timeout=30)
+        assert pushed.status_code == 201
+        deadline = time.monotonic() + 20
+        while (counts := asyncio.run(reltuples(EmbeddedPostgres(data_dir).url)))["rq_partitions"] < 0:
+            assert time.monotonic() < deadline, "the partition table was never analysed"
+            time.sleep(0.2)
+        assert counts == {"rq_partitions": 1_200, "rq_consumers": -1}
+    finally:
+        stop_process(process)
+
+
+async def reltuples(url: str) -> dict[str, int]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT relname, reltuples::int FROM pg_class "
+                                "WHERE relname IN ('rq_partitions', 'rq_consumers')")
+        return {row[0]: row[1] for row in rows}
+    finally:
+        await conn.close()
+
+
 async def server_settings(url: str, *names: str) -> list[str]:
     conn = await asyncpg.connect(url)
     try:

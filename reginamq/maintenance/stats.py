@@ -7,6 +7,11 @@ time) each broker process asks for the ``stats`` lease (a row of its own in
 bounded purge steps: tombstones of deleted messages no pop can reach any more, and traces
 older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
 
+Each round also gives the tables pushes and pops plan against their first planner
+statistics as soon as they hold ``NEW_TABLE_ROWS`` rows (``rq_analyze_new_tables``): on a new
+database the plans made while they were nearly empty would otherwise stay until autovacuum's
+first ANALYZE, and cost more with every partition created meanwhile.
+
 A full pass reads every partition and cursor (seconds at a million partitions, a PostgreSQL
 backend busy all that time); an incremental refresh reads only the cursors that moved. So the
 loop runs a full pass only when full passes take at most ``FULL_PASS_SHARE`` of the time --
@@ -27,6 +32,8 @@ STEP_ROWS = 10_000
 MAX_STEPS = 10
 FULL_PASS_SHARE = 0.01
 FULL_PASS_EVERY_SECONDS = 600.0
+NEW_TABLE_ROWS = 1_000
+ANALYZE_NEW_SQL = "SELECT rq_analyze_new_tables($1)"
 
 
 def full_pass_due(since: float | None, took: float | None) -> bool:
@@ -49,8 +56,10 @@ class StatsLoop(leader.ElectedLoop):
     MAX_DUTY_CYCLE = 0.2
 
     async def round(self) -> dict[str, int]:
+        analysed = await self._run(lambda conn: conn.fetchval(ANALYZE_NEW_SQL, NEW_TABLE_ROWS))
         full = full_pass_due(*await self._run(stats.last_full_pass))
-        totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0}
+        totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0,
+                  "analysed": analysed}
         days = trace_retention_days()
         steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ())]
         if days > 0:

@@ -417,3 +417,32 @@ LANGUAGE sql STABLE AS $$
     WHERE p_queue IS NULL OR q.name = p_queue
     ORDER BY q.name, g.consumer_group
 $$;
+
+-- The planner's statistics of the tables a push and a pop plan against, taken as soon as they
+-- hold p_min_rows rows and have never been analysed (reltuples -1): each backend plans these
+-- statements once, and on a new database it does so while the tables are nearly empty; the
+-- plans it keeps then read every partition of the queue, so pushes cost more with every
+-- partition created, until autovacuum's first ANALYZE (ten seconds and more) replaces them.
+-- An ANALYZE invalidates the cached plans. After that autovacuum keeps them up to date.
+-- Returns how many tables were analysed.
+CREATE OR REPLACE FUNCTION rq_analyze_new_tables(p_min_rows int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_table text;
+    v_rows  int;
+    v_done  int := 0;
+BEGIN
+    FOR v_table IN
+        SELECT t FROM unnest(ARRAY['rq_partitions', 'rq_consumers', 'rq_segments']) t
+        JOIN pg_class c ON c.oid = to_regclass(t)
+        WHERE c.reltuples < 0
+    LOOP
+        EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT $1) x', v_table) INTO v_rows USING p_min_rows;
+        IF v_rows >= p_min_rows THEN
+            EXECUTE format('ANALYZE %I', v_table);
+            v_done := v_done + 1;
+        END IF;
+    END LOOP;
+    RETURN v_done;
+END;
+$$;
