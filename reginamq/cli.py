@@ -114,9 +114,10 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
 
 def _setting(text: str) -> tuple[str, str]:
     name, equals, value = text.partition("=")
-    if not equals or not name.strip() or not name.strip().replace("_", "").replace(".", "").isalnum():
+    name = name.strip()
+    if not equals or not name.replace("_", "").replace(".", "").isalnum():
         raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--pg-setting")
-    return name.strip(), value
+    return name, value
 
 
 main.add_command(bench)

@@ -19,12 +19,16 @@ from reginamq.store.embedded import EmbeddedPostgres
 from tests.conftest import free_port, start_broker, stop_process, wait_healthy
 
 
+def without_broker_settings() -> dict[str, str]:
+    """The environment minus any database or broker setting, so `serve` runs its embedded server."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
+
+
 def serve_embedded(data_dir, port, *options):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--data-dir", str(data_dir), *options],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        env=without_broker_settings(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_healthy(f"http://127.0.0.1:{port}", process, seconds=90)
     return process
 
@@ -57,16 +61,16 @@ def test_a_new_database_gets_planner_statistics_once_partitions_fill_it(tmp_path
     """Autovacuum is off here, so only the broker's maintenance can analyse: the partition
     table is analysed once it holds 1,000 rows, the cursor table (still empty) is not."""
     data_dir, port = tmp_path / "pgdata", free_port()
-    url = f"http://127.0.0.1:{port}"
+    url, database_url = f"http://127.0.0.1:{port}", EmbeddedPostgres(data_dir).url
     process = serve_embedded(data_dir, port, "--pg-setting", "autovacuum=off", "--maintenance-interval", "0.5")
     try:
         time.sleep(1.5)  # rounds ran over the empty tables
-        assert asyncio.run(reltuples(EmbeddedPostgres(data_dir).url)) == {"rq_partitions": -1, "rq_consumers": -1}
+        assert asyncio.run(reltuples(database_url)) == {"rq_partitions": -1, "rq_consumers": -1}
         pushed = httpx.post(f"{url}/api/v1/push", json={"items": [
             {"queue": "fresh", "partition": f"p{n}", "payload": n} for n in range(1_200)]}, timeout=30)
         assert pushed.status_code == 201
         deadline = time.monotonic() + 20
-        while (counts := asyncio.run(reltuples(EmbeddedPostgres(data_dir).url)))["rq_partitions"] < 0:
+        while (counts := asyncio.run(reltuples(database_url)))["rq_partitions"] < 0:
             assert time.monotonic() < deadline, "the partition table was never analysed"
             time.sleep(0.2)
         assert counts == {"rq_partitions": 1_200, "rq_consumers": -1}
@@ -94,9 +98,9 @@ async def server_settings(url: str, *names: str) -> list[str]:
 
 @pytest.mark.parametrize("setting", ["shared_buffers", "=4GB", "not a name=1"])
 def test_a_malformed_pg_setting_is_refused_before_anything_starts(tmp_path, setting):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REGINAMQ_", "PG_"))}
     result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--data-dir", str(tmp_path / "pg"),
-                             "--pg-setting", setting], capture_output=True, text=True, timeout=60, env=env)
+                             "--pg-setting", setting], capture_output=True, text=True, timeout=60,
+                            env=without_broker_settings())
     assert result.returncode == 2 and "is not NAME=VALUE" in result.stderr
     assert not (tmp_path / "pg").exists()
 
