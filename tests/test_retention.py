@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import os
 import time
 import uuid
@@ -358,3 +359,47 @@ async def test_a_worker_walks_its_range_again_only_after_the_walk_period(databas
         assert len(steps) == walked  # walked again
     finally:
         await pool.close()
+
+
+async def test_a_walk_that_finds_little_to_delete_rests_between_steps(http, queue, database_url, monkeypatch):
+    """Unpaced, four workers walking the partitions that hold data took both cores of a small
+    machine every walk period, and pushes and pops queued behind them. After a step that
+    deleted less than a full step, a worker rests for ``rest_per_busy`` times the step's own
+    duration. Steps are timed on the real database, through the connection they ran on."""
+    from reginamq.maintenance import retention
+
+    for partition in range(12):
+        await push(http, queue, f"p{partition}", [partition])  # young data: nothing is due
+    monkeypatch.setattr(retention, "WINDOW_PARTITIONS", 2)  # a walk of several steps
+    steps = []
+
+    class TimedConnection:
+        def __init__(self, conn):
+            self._conn = conn
+
+        async def fetchrow(self, sql, *args):
+            began = time.monotonic()
+            row = await self._conn.fetchrow(sql, *args)
+            if sql == retention.STEP_SQL:
+                steps.append((began, time.monotonic(), row["segments"]))
+            return row
+
+        async def fetchval(self, sql, *args):
+            return await self._conn.fetchval(sql, *args)
+
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+
+    async def run(call):
+        async with pool.acquire() as conn:
+            return await call(TimedConnection(conn))
+
+    try:
+        await retention.RetentionLoop(run, interval=5.0, parallelism=1).round()
+    finally:
+        await pool.close()
+    assert len(steps) >= 6, steps  # twelve partitions of this queue alone, two a step
+    rest = retention.rest_per_busy(1)
+    assert rest == 3.0  # one worker keeps to a quarter of a core
+    for (began, ended, deleted), (next_began, _, _) in itertools.pairwise(steps):
+        assert deleted < retention.STEP_ROWS
+        assert next_began - ended >= 0.95 * rest * (ended - began), steps

@@ -12,7 +12,12 @@ queue behind a long delete; a worker that runs out of round time resumes where i
 the next round. A worker that finished its range starts the next walk of it only
 ``WALK_INTERVALS`` intervals after it started the last one: a walk costs a look at every
 partition that holds data, and walking again at once kept PostgreSQL busy with data that was
-not due yet.
+not due yet. A walk that finds little to delete is paced: after such a step a worker rests so
+that the walk, all workers together, takes at most ``WALK_SHARE`` of one core. Unpaced, four
+workers walking the 60,000 partitions that hold data at a million-partition run took two
+cores for a second or two every walk period, and every push and pop waited behind them
+(docs/benchmarks.md, "Retention walks at a quarter of a core"). A step that deleted a full
+``STEP_ROWS`` is backlog and is followed at once.
 
 With ``idle_days`` > 0, each worker also takes one step per round of the idle-partition
 cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
@@ -37,6 +42,7 @@ WINDOW_PARTITIONS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
 WALK_INTERVALS = 3
+WALK_SHARE = 0.25
 IDLE_WINDOW = 1_000
 STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5)"
 IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
@@ -63,6 +69,7 @@ class RetentionLoop(leader.ElectedLoop):
         self._idle_positions = [start for start, _ in self._ranges]
         self._walk_period = WALK_INTERVALS * interval
         self._walk_started = [-self._walk_period] * parallelism
+        self._rest_per_busy = rest_per_busy(parallelism)
         self._idle_seconds = idle_days * 86_400
 
     async def round(self) -> dict[str, int]:
@@ -102,6 +109,7 @@ class RetentionLoop(leader.ElectedLoop):
                 return counts  # this range was walked a moment ago
             self._walk_started[worker] = time.monotonic()
         while time.monotonic() < deadline:
+            began = time.monotonic()
             row = await self._run(lambda conn: conn.fetchrow(
                 STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker))
             for key in STEP_COUNTERS:
@@ -110,4 +118,13 @@ class RetentionLoop(leader.ElectedLoop):
                 self._positions[worker] = start
                 break
             self._positions[worker] = row["next_from"]
+            if row["segments"] < STEP_ROWS:
+                now = time.monotonic()
+                await asyncio.sleep(min((now - began) * self._rest_per_busy, max(0.0, deadline - now)))
         return counts
+
+
+def rest_per_busy(parallelism: int) -> float:
+    """Seconds a worker rests per second its light step took, so that ``parallelism`` workers
+    together keep to ``WALK_SHARE`` of one core."""
+    return max(0.0, parallelism / WALK_SHARE - 1)
