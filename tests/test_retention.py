@@ -167,6 +167,8 @@ async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
         while position is not None:
             row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 1)", position, end)
             position, steps = row["next_from"], steps + 1
+            # how late the walk runs: a minute-old segment of a queue keeping them a second
+            assert row["overdue"] >= 55 if row["segments"] else row["overdue"] == 0, dict(row)
         rows = await own_db.fetch(
             "SELECT p.id, p.log_start, EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id) AS kept "
             "FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
@@ -359,6 +361,19 @@ async def test_a_worker_walks_its_range_again_only_after_the_walk_period(databas
         assert len(steps) == walked  # walked again
     finally:
         await pool.close()
+
+
+def test_a_walk_that_runs_late_or_meets_backlog_does_not_rest():
+    """The pacing must never let the database grow: a step that deleted a full step, or
+    segments overdue by a walk period or more, is followed at once."""
+    from reginamq.maintenance import retention
+
+    loop = retention.RetentionLoop(run=None, interval=5.0, parallelism=4)
+    period = retention.WALK_INTERVALS * 5.0
+    assert loop.rest_after({"segments": 10, "overdue": period - 1}, 0.1) == pytest.approx(0.1 * 15)
+    assert loop.rest_after({"segments": 0, "overdue": 0.0}, 0.02) == pytest.approx(0.02 * 15)
+    assert loop.rest_after({"segments": retention.STEP_ROWS, "overdue": 0.0}, 0.1) == 0
+    assert loop.rest_after({"segments": 10, "overdue": period}, 0.1) == 0
 
 
 async def test_a_walk_that_finds_little_to_delete_rests_between_steps(http, queue, database_url, monkeypatch):

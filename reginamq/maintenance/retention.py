@@ -12,12 +12,12 @@ queue behind a long delete; a worker that runs out of round time resumes where i
 the next round. A worker that finished its range starts the next walk of it only
 ``WALK_INTERVALS`` intervals after it started the last one: a walk costs a look at every
 partition that holds data, and walking again at once kept PostgreSQL busy with data that was
-not due yet. A walk that finds little to delete is paced: after such a step a worker rests so
-that the walk, all workers together, takes at most ``WALK_SHARE`` of one core. Unpaced, four
-workers walking the 60,000 partitions that hold data at a million-partition run took two
-cores for a second or two every walk period, and every push and pop waited behind them
-(docs/benchmarks.md, "Retention walks at a quarter of a core"). A step that deleted a full
-``STEP_ROWS`` is backlog and is followed at once.
+not due yet. A walk that keeps up is paced: after its steps a worker rests so that the walk,
+all workers together, takes at most ``WALK_SHARE`` of one core. Unpaced, four workers walking
+the 60,000 partitions that hold data at a million-partition run took two cores for a second
+or two every walk period, and every push and pop waited behind them (docs/benchmarks.md,
+"Pacing the retention walk"). A walk that does not keep up is not paced: a step that deleted a
+full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or more, is followed at once.
 
 With ``idle_days`` > 0, each worker also takes one step per round of the idle-partition
 cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
@@ -118,10 +118,20 @@ class RetentionLoop(leader.ElectedLoop):
                 self._positions[worker] = start
                 break
             self._positions[worker] = row["next_from"]
-            if row["segments"] < STEP_ROWS:
-                now = time.monotonic()
-                await asyncio.sleep(min((now - began) * self._rest_per_busy, max(0.0, deadline - now)))
+            now = time.monotonic()
+            rest = self.rest_after(row, now - began)
+            if rest > 0:
+                await asyncio.sleep(min(rest, max(0.0, deadline - now)))
         return counts
+
+    def rest_after(self, row, busy: float) -> float:
+        """Seconds to rest after a step that took ``busy`` seconds: none after a full step
+        (backlog) or one that deleted segments overdue by a walk period or more (the walk runs
+        late: at a million partitions each holder holds one segment, so a late walk deletes
+        less than a full step and would otherwise stay paced while the database grows)."""
+        if row["segments"] >= STEP_ROWS or row["overdue"] >= self._walk_period:
+            return 0.0
+        return busy * self._rest_per_busy
 
 
 def rest_per_busy(parallelism: int) -> float:

@@ -62,8 +62,10 @@ $$;
 -- [p_from's range start, p_upper) (ids are random, so N contiguous ranges split the work
 -- evenly and never overlap); a step looks at the next p_window partitions of its range that
 -- hold segments, from p_from on, and returns where the next step starts (NULL: the range is
--- done, start over). Partitions without segments are never visited: they are found by
--- skipping through the segments' primary key (one index probe per partition that holds data),
+-- done, start over) and how overdue the oldest segment it deleted was (the loop paces light
+-- steps only while that stays under a walk period). Partitions without segments are never
+-- visited: they are found by skipping through the segments' primary key (one index probe per
+-- partition that holds data),
 -- so a walk costs what the retained data costs, not what the partition count costs (at a
 -- million partitions, visiting every partition each walk kept a core of PostgreSQL busy).
 --
@@ -76,14 +78,16 @@ $$;
 -- of the partition (created_at is monotone per partition), so the scan stops at the first
 -- segment that stays.
 DROP FUNCTION IF EXISTS rq_retention_step(uuid, uuid, int, int, float8, int);
+DROP FUNCTION IF EXISTS rq_retention_step(uuid, uuid, int, int, int);  -- before it reported overdue
 CREATE OR REPLACE FUNCTION rq_retention_step(
     p_from uuid, p_upper uuid, p_window int, p_limit int, p_worker int
-) RETURNS TABLE (segments int, messages bigint, evicted bigint, next_from uuid)
+) RETURNS TABLE (segments int, messages bigint, evicted bigint, next_from uuid, overdue float8)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids       uuid[];
     v_oldest    timestamptz[];
     v_cut       timestamptz;
+    v_oldest_gone timestamptz;  -- the oldest segment deleted: how late the walk runs
     v_next      uuid;
     v_part      record;
     v_seg       record;
@@ -166,6 +170,7 @@ BEGIN
             EXIT WHEN NOT rq_segment_goes(v_seg.created_at, v_seg.end_offset, v_part.age_cut, v_part.completed,
                                           v_part.done);
             v_seg_pid := v_seg_pid || v_part.id;
+            v_oldest_gone := least(v_oldest_gone, v_seg.created_at);
             v_seg_base := v_seg_base || v_seg.base_offset;
             IF v_n = 0 THEN
                 v_pid := v_pid || v_part.id;
@@ -202,13 +207,17 @@ BEGIN
         -- group reads on at once instead of waiting for the lease to expire. Cursors are
         -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
         -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
-        UPDATE rq_consumers c
-        SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
-            acked_count = 0, stop_at = NULL, retry_charged = false
-        WHERE c.ctid IN (
-            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto) ON c2.partition_id = d.pid
-            WHERE c2.span_end <= d.upto
-            FOR UPDATE OF c2 SKIP LOCKED);
+        -- Only eviction can do that: what every reader consumed lies before every lease.
+        IF EXISTS (SELECT 1 FROM unnest(v_lost) l WHERE l > 0) THEN
+            UPDATE rq_consumers c
+            SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
+                acked_count = 0, stop_at = NULL, retry_charged = false
+            WHERE c.ctid IN (
+                SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto)
+                                                    ON c2.partition_id = d.pid
+                WHERE c2.span_end <= d.upto
+                FOR UPDATE OF c2 SKIP LOCKED);
+        END IF;
         INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
         SELECT d.qid, p_worker, sum(d.n), sum(d.msgs), sum(d.lost)
         FROM unnest(v_qid, v_count, v_msgs, v_lost) AS d(qid, n, msgs, lost)
@@ -220,7 +229,10 @@ BEGIN
 
     RETURN QUERY SELECT (SELECT coalesce(sum(c), 0) FROM unnest(v_count) c)::int,
                         (SELECT coalesce(sum(m), 0) FROM unnest(v_msgs) m)::bigint,
-                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint, v_next;
+                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint, v_next,
+                        -- seconds the oldest deleted segment outlived the shortest retention of
+                        -- any queue (0: nothing deleted): a walk running late shows here
+                        greatest(coalesce(extract(epoch FROM v_cut - v_oldest_gone), 0), 0)::float8;
 END;
 $$;
 
