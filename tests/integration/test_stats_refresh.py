@@ -9,12 +9,16 @@ stats loop does between full passes.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import asyncpg
 import httpx
+import msgspec
 import pytest
 
 from reginamq.engine import stats
+from reginamq.engine.push import PushItem, execute, prepare
+from reginamq.engine.sealing import Sealer
 from reginamq.maintenance.stats import StatsLoop
 from tests.conftest import broker_with_clean_log, connection, create_database
 from tests.integration.helpers import ack, ack_batch, pop, push
@@ -188,6 +192,33 @@ async def test_a_refresh_waits_for_one_in_progress_and_books_nothing_twice(own_h
             waiting = asyncio.create_task(stats.refresh(own_db, full=True))
             await asyncio.sleep(0.3)
             assert not waiting.done()
-            await other.fetchval(stats.REFRESH_SQL, stats.BUCKET_SECONDS, stats.KEEP_SECONDS, True)
+            await other.fetchval(stats.REFRESH_SQL, stats.BUCKET_SECONDS, stats.KEEP_SECONDS, True, None)
         await waiting  # took its snapshot after the other refresh committed, so it books nothing again
     assert (await totals(own_db, queue))["pushed"] == 4
+
+
+async def test_a_push_committed_after_a_refresh_is_booked_by_the_next(own_http, own_db, own_database, queue):
+    """An incremental refresh looks for written partitions from the write horizon the previous
+    refresh read before its snapshot: the start of the oldest transaction running then. A push
+    left uncommitted across a refresh for longer than the partition's last_write_at lags is
+    booked by the next refresh; with nothing running, the horizon is the present, so a refresh
+    no longer reads 30 seconds of written partitions every time."""
+    await push(own_http, queue, 1, partition="a")
+    await stats.refresh(own_db, full=True)
+    before = (await totals(own_db, queue))["pushed"]
+    items = [PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"2")),
+             PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"3"))]
+    async with connection(own_database) as writer, writer.transaction():
+        began = await writer.fetchval("SELECT now()")
+        await execute(writer, prepare(items), Sealer())
+        await asyncio.sleep(2.5)
+        horizon = await own_db.fetchval(stats.WRITE_HORIZON_SQL, stats.WRITE_LOOKBACK_SECONDS)
+        assert horizon <= began  # the open push holds the horizon back
+        await stats.refresh(own_db, full=False)
+        assert (await totals(own_db, queue))["pushed"] == before  # not visible yet
+    await stats.refresh(own_db, full=False)
+    assert (await totals(own_db, queue))["pushed"] == before + 2
+
+    now = await own_db.fetchval("SELECT clock_timestamp()")
+    horizon = await own_db.fetchval(stats.WRITE_HORIZON_SQL, stats.WRITE_LOOKBACK_SECONDS)
+    assert horizon > now - timedelta(seconds=5)
