@@ -16,8 +16,9 @@ not due yet. A walk that keeps up is paced: after its steps a worker rests so th
 all workers together, takes at most ``WALK_SHARE`` of one core. Unpaced, four workers walking
 the 60,000 partitions that hold data at a million-partition run took two cores for a second
 or two every walk period, and every push and pop waited behind them (docs/benchmarks.md,
-"Pacing the retention walk"). A walk that does not keep up is not paced: a step that deleted a
-full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or more, is followed at once.
+"Where the extra latency goes, and pacing the retention walk"). A walk that does not keep up
+is not paced: a step that deleted a full ``STEP_ROWS`` (backlog), or segments overdue by a
+walk period or more, is followed at once.
 
 With ``idle_days`` > 0, each worker also takes one step per round of the idle-partition
 cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
