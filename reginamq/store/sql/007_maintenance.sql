@@ -65,9 +65,9 @@ $$;
 -- done, start over) and how overdue the oldest segment it deleted was (the loop paces light
 -- steps only while that stays under a walk period). Partitions without segments are never
 -- visited: they are found by skipping through the segments' primary key (one index probe per
--- partition that holds data),
--- so a walk costs what the retained data costs, not what the partition count costs (at a
--- million partitions, visiting every partition each walk kept a core of PostgreSQL busy).
+-- partition that holds data), so a walk costs what the retained data costs, not what the
+-- partition count costs (at a million partitions, visiting every partition each walk kept a
+-- core of PostgreSQL busy).
 --
 -- Segments go oldest first per partition, at most p_limit per step, and log_start moves past
 -- them (never backwards). A segment goes when it is older than the queue's retentionSeconds

@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS rq_stats_state (
 -- their cost (maintenance/stats.py).
 ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_at timestamptz;
 ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_seconds double precision;
--- Where the next refresh starts looking for written partitions (rq_stats_write_horizon).
+-- Where the next refresh starts looking for written partitions (rq_stats_write_horizon); NULL
+-- when the refresh was given none: the next one then looks 30 s before that refresh.
 ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS write_horizon timestamptz;
 
 -- The instant every transaction of this database running now started at or after (this
@@ -400,7 +401,7 @@ BEGIN
 
     INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at, full_at, full_seconds, write_horizon)
     VALUES (1, v_dlq_until, v_now, v_now, extract(epoch FROM clock_timestamp() - v_now),
-            coalesce(p_write_horizon, v_now - interval '30 seconds'))
+            p_write_horizon)
     ON CONFLICT (id) DO UPDATE
         SET dlq_until = EXCLUDED.dlq_until, refreshed_at = EXCLUDED.refreshed_at,
             write_horizon = EXCLUDED.write_horizon,
