@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
 import itertools
 import os
 import time
@@ -20,7 +21,7 @@ import asyncpg
 import httpx
 import pytest
 
-from reginamq.maintenance.retention import id_ranges
+from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
 from tests.test_maintenance import _is, configure, consume_all, push, segments
 
@@ -142,15 +143,26 @@ async def own_db(own_database):
         yield conn
 
 
-async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
-    """Run one worker's steps by hand (holding the retention lease, so the broker stays out):
-    exactly the partitions of its range lose their segments, the others keep theirs."""
+@contextlib.asynccontextmanager
+async def retention_lease(db):
+    """Hold the retention lease, so the broker's own retention stays out while a test runs
+    retention steps by hand."""
     holder = "test:" + uuid.uuid4().hex
-    await own_db.execute("INSERT INTO rq_leader_leases VALUES ('retention', $1, now() + interval '1 hour') "
-                         "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
-                         "expires_at = EXCLUDED.expires_at", holder)
+    await db.execute("INSERT INTO rq_leader_leases VALUES ('retention', $1, now() + interval '1 hour') "
+                     "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
+                     "expires_at = EXCLUDED.expires_at", holder)
     await asyncio.sleep(1.0)  # a round the broker had started is over
     try:
+        yield
+    finally:
+        await db.execute("UPDATE rq_leader_leases SET expires_at = now() - interval '1 second' "
+                         "WHERE name = 'retention' AND holder = $1", holder)
+
+
+async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
+    """Run one worker's steps by hand: exactly the partitions of its range lose their
+    segments, the others keep theirs."""
+    async with retention_lease(own_db):
         await own_db.execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2)", queue,
                              '{"retentionEnabled": true, "retentionSeconds": 1}')
         await own_db.execute(
@@ -177,14 +189,150 @@ async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
         for r in rows:
             assert r["kept"] is (r["id"] not in inside)
             assert r["log_start"] == (1 if r["id"] in inside else 0)
+
+
+# The due walks, run by hand on the module's database. Their segments are dated in a year of
+# their own, so other tests' data never falls among them.
+
+async def add_queue(db, queue, options: str) -> int:
+    return await db.fetchval("INSERT INTO rq_queues (name, options) VALUES ($1, $2) RETURNING id", queue, options)
+
+
+async def add_segment(db, partition, base: int, end: int, created_at: str):
+    await db.execute(
+        "INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads) "
+        "SELECT $1, $2::bigint, $3::bigint, $4::text::timestamptz, array_fill('t'::text, ARRAY[($3 - $2 + 1)::int]), "
+        "array_fill('x'::bytea, ARRAY[($3 - $2 + 1)::int])", partition, base, end, created_at)
+    await db.execute("UPDATE rq_partitions SET last_offset = greatest(last_offset, $2) WHERE id = $1", partition, end)
+
+
+async def due_step(db, period: int, position, window: int):
+    return await db.fetchrow("SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)",
+                             period, *position, window, DUE_WORKER)
+
+
+def start_of(year: int):
+    """A due walk's position before every segment created after ``year``."""
+    return datetime.datetime(year, 12, 31, tzinfo=datetime.UTC), uuid.UUID(int=0), -1
+
+
+def after(row):
+    return row["next_at"], row["next_partition"], row["next_base"]
+
+
+async def kept_segments(db, partition) -> list[int]:
+    return [r["base_offset"] for r in await db.fetch(
+        "SELECT base_offset FROM rq_segments WHERE partition_id = $1 ORDER BY base_offset", partition)]
+
+
+async def test_the_due_walk_reads_on_in_creation_order_across_steps_and_equal_times(own_db, queue):
+    """24 due segments, twelve of them created in the same instant, and twelve young ones:
+    walking five at a time, each step reads on from where the last stopped, every due segment
+    goes once (log_start moves past it) and no young one goes."""
+    async with retention_lease(own_db):
+        qid = await add_queue(own_db, queue, '{"retentionEnabled": true, "retentionSeconds": 3600}')
+        partitions = await own_db.fetchval(
+            "WITH p AS (INSERT INTO rq_partitions (queue_id, name) SELECT $1, 'p' || n FROM generate_series(1, 12) n "
+            "RETURNING id) SELECT array_agg(id) FROM p", qid)
+        for partition in partitions:
+            await add_segment(own_db, partition, 0, 0, "2000-01-01 00:00:00+00")  # the same instant
+        for second, partition in enumerate(partitions):
+            await add_segment(own_db, partition, 1, 1, f"2000-01-01 00:00:{second + 1:02}+00")
+            await add_segment(own_db, partition, 2, 2, "now")
+        position, steps = start_of(1999), 0
+        while True:
+            row = await due_step(own_db, 3600, position, 5)
+            position, steps = after(row), steps + 1
+            if row["candidates"] < 5 or position[0].year > 2000:
+                break
+        assert steps >= 5  # 24 of them, five a step
+        for partition in partitions:
+            assert await kept_segments(own_db, partition) == [2]
+            assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 2
+        assert await own_db.fetchrow("SELECT segments, messages, evicted FROM rq_retention_totals "
+                                     "WHERE queue_id = $1 AND worker = $2", qid, DUE_WORKER) == (24, 24, 24)
+
+
+async def test_a_segment_the_due_walk_passed_goes_with_the_sweep_once_consumed(own_db, queue):
+    """A due segment nobody has consumed yet stays and the walk passes it; once consumed it is
+    behind the walk, and the sweep deletes it."""
+    async with retention_lease(own_db):
+        qid = await add_queue(own_db, queue, '{"completedRetentionSeconds": 3600}')
+        partition = await own_db.fetchval("INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id",
+                                          qid)
+        await add_segment(own_db, partition, 0, 9, "2001-01-01 00:00:00+00")
+        await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
+                             "VALUES ($1, '__QUEUE_MODE__', -1)", partition)
+        row = await due_step(own_db, 3600, start_of(2000), 1)
+        assert (row["candidates"], row["segments"], row["next_partition"]) == (1, 0, partition)
+        await own_db.execute("UPDATE rq_consumers SET committed = 9 WHERE partition_id = $1", partition)
+        row = await due_step(own_db, 3600, after(row), 1)
+        assert await kept_segments(own_db, partition) == [0]  # passed: the walk does not look back
+        position = uuid.UUID(int=0)
+        while position is not None:
+            position = (await own_db.fetchrow("SELECT * FROM rq_retention_step($1, NULL, 1000, 1000, 0)",
+                                              position))["next_from"]
+        assert await kept_segments(own_db, partition) == []
+        assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 10
+
+
+async def test_a_due_segment_takes_the_older_segments_of_its_partition_along(own_db, queue):
+    """The walk passed a segment that was not consumed; when a later segment of the same
+    partition falls due, consumed, the older one goes with it: retention deletes prefixes."""
+    async with retention_lease(own_db):
+        qid = await add_queue(own_db, queue, '{"completedRetentionSeconds": 3600}')
+        partition = await own_db.fetchval("INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id",
+                                          qid)
+        await add_segment(own_db, partition, 0, 9, "2002-01-01 00:00:00+00")
+        await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
+                             "VALUES ($1, '__QUEUE_MODE__', -1)", partition)
+        row = await due_step(own_db, 3600, start_of(2001), 1)
+        assert (row["candidates"], row["segments"]) == (1, 0)
+        await add_segment(own_db, partition, 10, 19, "2002-01-01 00:00:05+00")
+        await own_db.execute("UPDATE rq_consumers SET committed = 19 WHERE partition_id = $1", partition)
+        row = await due_step(own_db, 3600, after(row), 1)
+        assert (row["candidates"], row["segments"], row["messages"], row["evicted"]) == (1, 2, 20, 0)
+        assert await kept_segments(own_db, partition) == []
+        assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 20
+
+
+async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_database, queue):
+    """A queue that keeps messages longer than another: its segments are passed by the shorter
+    period's walk and deleted by its own period's walk when they fall due, not left to the
+    sweep (whose next walk is a minute away)."""
+    short, long_ = f"{queue}-short", f"{queue}-long"
+    pool = await asyncpg.create_pool(own_database, min_size=1, max_size=2)
+
+    async def run(call):
+        async with pool.acquire() as conn:
+            return await call(conn)
+
+    try:
+        async with retention_lease(own_db):
+            await add_queue(own_db, short, '{"completedRetentionSeconds": 2}')
+            qid = await add_queue(own_db, long_, '{"maxWaitTimeSeconds": 4}')
+            partition = await own_db.fetchval(
+                "INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id", qid)
+            await add_segment(own_db, partition, 0, 0, "now")
+            await own_db.execute("UPDATE rq_segments SET created_at = now() - interval '2 seconds' "
+                                 "WHERE partition_id = $1", partition)
+            loop = RetentionLoop(run, interval=5.0)
+            await loop.round()  # the 2-s walk passes it (not due for its queue); the sweep too
+            assert await kept_segments(own_db, partition) == [0]
+            await asyncio.sleep(2.5)
+            await loop.round()  # within the sweep's walk period: only the walks run
+            assert await kept_segments(own_db, partition) == []
+            assert await own_db.fetchval("SELECT evicted FROM rq_retention_totals WHERE queue_id = $1 "
+                                         "AND worker = $2", qid, DUE_WORKER) == 1
     finally:
-        await own_db.execute("UPDATE rq_leader_leases SET expires_at = now() - interval '1 second' "
-                             "WHERE name = 'retention' AND holder = $1", holder)
+        await pool.close()
 
 
-async def test_four_workers_keep_up_with_pushes_without_deadlock(own_http, own_db, queue):
-    """Pushes to 32 partitions and a consumer run while four retention workers delete behind
-    them: every push succeeds, every message arrives once, and everything consumed goes."""
+async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db, queue):
+    """Pushes to 32 partitions and a consumer run while retention (the due walk, and four sweep
+    workers beside it) deletes behind them: every push succeeds, every message arrives once,
+    and everything consumed goes, found by the due walk as it falls due. The walk and the
+    sweep lock and delete through the same code (rq_retention_delete)."""
     await configure(own_http, queue, completedRetentionSeconds=1)
     partitions = [f"p{n}" for n in range(32)]
     pushed = []
@@ -199,9 +347,9 @@ async def test_four_workers_keep_up_with_pushes_without_deadlock(own_http, own_d
     assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=20) is True
     workers = await own_db.fetch("SELECT t.worker, t.segments FROM rq_retention_totals t JOIN rq_queues q "
                                  "ON q.id = t.queue_id WHERE q.name = $1", queue)
-    assert {w["worker"] for w in workers if w["segments"] > 0} == set(range(PARALLELISM))
-    # one segment per push and partition, each counted once: a segment two workers both chose
-    # would be counted by both
+    assert {w["worker"] for w in workers if w["segments"] > 0} == {DUE_WORKER}
+    # one segment per push and partition, each counted once: a segment the walk and a sweep
+    # worker both chose would be counted by both
     assert sum(w["segments"] for w in workers) == 30 * 32
     await asyncio.sleep(1.0)  # PostgreSQL publishes its counters within a second
     assert await own_db.fetchval("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()") == 0
@@ -334,35 +482,44 @@ async def test_the_database_stops_growing_under_steady_load(own_http, own_db, qu
 
 
 async def test_a_worker_walks_its_range_again_only_after_the_walk_period(database_url, monkeypatch):
-    """A finished walk is not repeated at once: at a million partitions walking again at once
-    kept PostgreSQL busy with data not due yet. Steps are counted on the real database. The
-    walk is not paced here (the next test covers that): a paced walk over what the session's
-    other tests left could outlast this test's short walk period."""
+    """A finished sweep is not repeated at once: at a million partitions walking again at once
+    kept PostgreSQL busy with data not due yet. Sweep steps are counted on the real database.
+    The sweep is not paced here (the next test covers that): a paced sweep over what the
+    session's other tests left could outlast this test's short walk period."""
     from reginamq.maintenance import retention
 
     monkeypatch.setattr(retention, "WALK_SHARE", float("inf"))
+    sweep_steps = []
 
-    steps = []
+    class CountingConnection:
+        def __init__(self, conn):
+            self._conn = conn
+
+        async def fetchrow(self, sql, *args):
+            if sql == retention.STEP_SQL:
+                sweep_steps.append(args[0])
+            return await self._conn.fetchrow(sql, *args)
+
+        async def fetchval(self, sql, *args):
+            return await self._conn.fetchval(sql, *args)
+
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=3)
 
     async def run(call):
-        steps.append(1)
         async with pool.acquire() as conn:
-            return await call(conn)
+            return await call(CountingConnection(conn))
 
     try:
         loop = retention.RetentionLoop(run, interval=0.2, parallelism=2)
         await loop.round()
-        walked = len(steps)
-        assert walked >= 2  # both workers walked their ranges (and the purges ran)
-        steps.clear()
+        walked = len(sweep_steps)
+        assert walked >= 2  # both workers swept their ranges
+        sweep_steps.clear()
         await loop.round()
-        second = len(steps)
-        assert second < walked  # the workers rested; only the purges ran
+        assert sweep_steps == []  # the workers rested
         await asyncio.sleep(retention.WALK_INTERVALS * 0.2)
-        steps.clear()
         await loop.round()
-        assert len(steps) == walked  # walked again
+        assert len(sweep_steps) >= 2  # swept again
     finally:
         await pool.close()
 

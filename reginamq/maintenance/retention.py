@@ -1,26 +1,42 @@
 """The retention loop: keeps the database from growing.
 
 Every ``interval`` seconds each broker process asks for the ``retention`` lease; the holder
-runs a round. A round starts ``parallelism`` workers at once, each over its own contiguous
-range of partition ids (ids are random UUIDs, so the ranges hold about the same number of
-partitions and never overlap: two workers never lock the same partition). A worker walks the
-partitions of its range that hold segments in bounded steps (``rq_retention_step``: a window
-of such partitions, at most ``STEP_ROWS`` segments deleted, one short transaction), deleting
-the segments no reader needs any more. Then the deduplication keys whose window has passed go
-(``rq_dedup_purge_step``). Bounded steps keep each transaction short, so pushes and pops never
-queue behind a long delete; a worker that runs out of round time resumes where it stopped in
-the next round. A worker that finished its range starts the next walk of it only
-``WALK_INTERVALS`` intervals after it started the last one: a walk costs a look at every
-partition that holds data, and walking again at once kept PostgreSQL busy with data that was
-not due yet. A walk that keeps up is paced: after its steps a worker rests so that the walk,
-all workers together, takes at most ``WALK_SHARE`` of one core. Unpaced, four workers walking
-the 60,000 partitions that hold data at a million-partition run took two cores for a second
-or two every walk period, and every push and pop waited behind them (docs/benchmarks.md,
-"Where the extra latency goes, and pacing the retention walk"). A walk that does not keep up
-is not paced: a step that deleted a full ``STEP_ROWS`` (backlog), or segments overdue by a
-walk period or more, is followed at once.
+runs a round. A round has two parts:
 
-With ``idle_days`` > 0, each worker also takes one step per round of the idle-partition
+- **The due walks** delete what fell due since the last round. Segments are indexed in
+  creation order (``rq_segments_due``), and for each retention period in use (the distinct
+  retentionSeconds, maxWaitTimeSeconds and completedRetentionSeconds of the queues) a walk
+  keeps a position in that order and reads on, in steps of ``WINDOW_PARTITIONS`` segments
+  (``rq_retention_due_step``), until it reaches the segments younger than its period. Each
+  segment that goes for its own queue's rules takes its partition's older segments with it;
+  one that stays (not consumed yet, or its queue keeps longer) is passed. Their cost is the
+  data that falls due: at a million partitions, each holding a young segment or two, finding
+  the due ones by visiting every partition that holds data took twice the backend time.
+  Unpaced: a walk only reads what is due, and a round's share is what the load pushed in an
+  interval. The walks take at most half a round (``WALKS_SHARE_OF_ROUND``), so the sweep
+  always gets its turn.
+- **The sweep** deletes what the walks passed: segments whose readers caught up after their
+  time, and segments committed after a walk had passed their creation time. ``parallelism``
+  workers at once, each over its own contiguous range of partition ids (ids are random
+  UUIDs, so the ranges hold about the same number of partitions and never overlap: two
+  workers never lock the same partition), each walking the partitions of its range that hold
+  segments in bounded steps (``rq_retention_step``: a window of such partitions, at most
+  ``STEP_ROWS`` segments deleted, one short transaction). A worker that runs out of round
+  time resumes where it stopped in the next round; one that finished its range starts the
+  next sweep of it only ``WALK_INTERVALS`` intervals after it started the last one. A sweep
+  that keeps up is paced: after its steps a worker rests so that the sweep, all workers
+  together, takes at most ``WALK_SHARE`` of one core (unpaced, four workers walking the
+  60,000 partitions that hold data at a million-partition run took two cores for a second or
+  two, and every push and pop waited behind them: docs/benchmarks.md, "Where the extra
+  latency goes, and pacing the retention walk"). A sweep that does not keep up is not paced:
+  a step that deleted a full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or
+  more, is followed at once.
+
+The walks run before the sweep, never beside it, so no segment is counted by both. Then the
+deduplication keys whose window has passed go (``rq_dedup_purge_step``). Bounded steps keep
+each transaction short, so pushes and pops never queue behind a long delete.
+
+With ``idle_days`` > 0, each sweep worker also takes one step per round of the idle-partition
 cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
 idle that long deleted). That walk has to look at every partition, empty or not, so it is
 paced rather than run to the end: partitions go idle over days, and walking a million of them
@@ -30,6 +46,7 @@ at full speed each round kept a core busy.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import uuid
@@ -42,14 +59,22 @@ STEP_ROWS = 1_000
 WINDOW_PARTITIONS = 1_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
-WALK_INTERVALS = 3
+# The due walks' part of a round at most: a new lease holder's walks read every segment the
+# last one had passed, and that must not starve the sweep.
+WALKS_SHARE_OF_ROUND = 0.5
+WALK_INTERVALS = 12
 WALK_SHARE = 0.25
 IDLE_WINDOW = 1_000
 STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5)"
+DUE_SQL = "SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)"
+PERIODS_SQL = "SELECT rq_retention_periods()"
 IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
 DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
 TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
-STEP_COUNTERS = ("segments", "messages", "evicted")  # what rq_retention_step reports
+STEP_COUNTERS = ("segments", "messages", "evicted")  # what the steps report
+DUE_WORKER = -1  # the due walks' row in rq_retention_totals (sweep workers are 0..parallelism-1)
+# Where a due walk starts: before every segment.
+DUE_START = (datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC), uuid.UUID(int=0), -1)
 COUNTERS = (*STEP_COUNTERS, "partitions")  # and the idle-partition cleanup
 
 
@@ -72,10 +97,14 @@ class RetentionLoop(leader.ElectedLoop):
         self._walk_started = [-self._walk_period] * parallelism
         self._rest_per_busy = rest_per_busy(parallelism)
         self._idle_seconds = idle_days * 86_400
+        self._due_positions: dict[int, tuple] = {}  # retention period (seconds) -> where its walk is
 
     async def round(self) -> dict[str, int]:
-        """Run every worker until its range is done or the round's time is up, then the purges."""
-        deadline = time.monotonic() + MAX_SECONDS_PER_ROUND
+        """Run the due walks until they caught up (within their share of the round), then every
+        sweep worker until its range is done, then the purges; all within the round's time."""
+        started = time.monotonic()
+        deadline = started + MAX_SECONDS_PER_ROUND
+        due = await self._due_walks(started + WALKS_SHARE_OF_ROUND * MAX_SECONDS_PER_ROUND)
         # Every worker ends (at the deadline at the latest) before a failure of one is raised,
         # so no step of this round can overlap the next round's.
         per_worker = await asyncio.gather(*(self._walk(worker, deadline) for worker in range(len(self._ranges))),
@@ -83,7 +112,7 @@ class RetentionLoop(leader.ElectedLoop):
         for outcome in per_worker:
             if isinstance(outcome, BaseException):
                 raise outcome
-        totals = {key: sum(counts[key] for counts in per_worker) for key in COUNTERS}
+        totals = {key: due.get(key, 0) + sum(counts[key] for counts in per_worker) for key in COUNTERS}
         totals["dedup_keys"] = 0
         while time.monotonic() < deadline:
             deleted = await self._run(lambda conn: conn.fetchval(DEDUP_SQL, DEDUP_STEP_ROWS))
@@ -94,6 +123,27 @@ class RetentionLoop(leader.ElectedLoop):
         if any(totals.values()):
             log.debug("retention round: %s", totals)
         return totals
+
+    async def _due_walks(self, deadline: float) -> dict[str, int]:
+        """Each retention period's walk from its position until it reaches segments younger
+        than the period. A period no queue uses any more drops its position; a new one starts
+        before every segment."""
+        periods = await self._run(lambda conn: conn.fetchval(PERIODS_SQL))
+        self._due_positions = {period: self._due_positions.get(period, DUE_START) for period in periods}
+        counts = dict.fromkeys(STEP_COUNTERS, 0)
+        for period in periods:
+            await self._due_walk(period, deadline, counts)
+        return counts
+
+    async def _due_walk(self, period: int, deadline: float, counts: dict[str, int]) -> None:
+        while time.monotonic() < deadline:
+            row = await self._run(lambda conn: conn.fetchrow(
+                DUE_SQL, period, *self._due_positions[period], WINDOW_PARTITIONS, DUE_WORKER))
+            for key in STEP_COUNTERS:
+                counts[key] += row[key]
+            self._due_positions[period] = (row["next_at"], row["next_partition"], row["next_base"])
+            if row["candidates"] < WINDOW_PARTITIONS:
+                return
 
     async def _walk(self, worker: int, deadline: float) -> dict[str, int]:
         """One worker: a step of the idle cleanup, then steps over its range's data from where it

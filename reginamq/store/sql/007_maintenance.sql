@@ -47,38 +47,182 @@ RETURNS bool LANGUAGE sql AS $$
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
 
--- Whether retention deletes a segment created at p_created and ending at p_end: older than
--- the age cut (retentionSeconds / maxWaitTimeSeconds; NULL = none), or consumed by every reader
--- (p_end <= p_done; NULL = some reader read nothing) and older than completedRetentionSeconds.
-CREATE OR REPLACE FUNCTION rq_segment_goes(p_created timestamptz, p_end bigint, p_age_cut timestamptz,
+-- Whether retention deletes a segment created at p_created and ending at p_end, of a queue
+-- keeping messages p_retention seconds (retentionSeconds with retentionEnabled; 0 = none),
+-- p_max_wait seconds (maxWaitTimeSeconds; 0 = none) and consumed ones p_completed seconds:
+-- older than the first two (consumed or not), or consumed by every reader (p_end <= p_done;
+-- NULL = some reader read nothing) and older than the third. Each rule holds for a prefix of
+-- a partition (created_at is monotone per partition), so retention deletes prefixes.
+CREATE OR REPLACE FUNCTION rq_segment_goes(p_created timestamptz, p_end bigint, p_retention int, p_max_wait int,
                                            p_completed int, p_done bigint) RETURNS bool
 LANGUAGE sql STABLE AS $$
-    SELECT coalesce(p_created < p_age_cut
+    SELECT coalesce(p_created < now() - make_interval(secs => least(nullif(p_retention, 0), nullif(p_max_wait, 0)))
                     OR (p_completed > 0 AND p_end <= p_done
                         AND p_created < now() - make_interval(secs => p_completed)), false)
 $$;
 
--- One bounded step of one retention worker. A worker owns the partitions whose id lies in
--- [p_from's range start, p_upper) (ids are random, so N contiguous ranges split the work
--- evenly and never overlap); a step looks at the next p_window partitions of its range that
--- hold segments, from p_from on, and returns where the next step starts (NULL: the range is
--- done, start over) and how overdue the oldest segment it deleted was (the loop paces light
--- steps only while that stays under a walk period). Partitions without segments are never
--- visited: they are found by skipping through the segments' primary key (one index probe per
--- partition that holds data), so a walk costs what the retained data costs, not what the
--- partition count costs (at a million partitions, visiting every partition each walk kept a
--- core of PostgreSQL busy).
---
--- Segments go oldest first per partition, at most p_limit per step, and log_start moves past
--- them (never backwards). A segment goes when it is older than the queue's retentionSeconds
--- (with retentionEnabled) or maxWaitTimeSeconds (consumed or not, leased or not), or when
--- every reader has committed past it and it is older than completedRetentionSeconds. "Every
--- reader": every cursor of the partition, and no named group of the queue that has no cursor
--- there yet (it would still read the partition from its start). Each rule holds for a prefix
--- of the partition (created_at is monotone per partition), so the scan stops at the first
--- segment that stays.
-DROP FUNCTION IF EXISTS rq_retention_step(uuid, uuid, int, int, float8, int);
-DROP FUNCTION IF EXISTS rq_retention_step(uuid, uuid, int, int, int);  -- before it reported overdue
+-- Everything <= done is consumed by every reader of the partition (NULL: some reader read
+-- nothing): every cursor of the partition, and no named group of the queue that has no cursor
+-- there yet (it would still read the partition from its start). A one-row table, so that
+-- PostgreSQL inlines it into the caller's plan (a scalar SQL function is called row by row).
+CREATE OR REPLACE FUNCTION rq_readers_done(p_partition uuid, p_queue bigint) RETURNS TABLE (done bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN count(*) = 0
+                  OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
+                     < (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = p_queue)
+                THEN NULL ELSE min(c.committed) END
+    FROM rq_consumers c WHERE c.partition_id = p_partition
+$$;
+
+-- The retention periods in use (seconds, distinct, ascending): the due walk keeps a position
+-- per period.
+CREATE OR REPLACE FUNCTION rq_retention_periods() RETURNS int[]
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(DISTINCT d.seconds ORDER BY d.seconds), '{}')
+    FROM rq_queues q
+    CROSS JOIN LATERAL unnest(ARRAY[q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds]) AS d(seconds)
+    WHERE d.seconds > 0
+$$;
+
+-- Delete prefixes: of partition p_pid[i] (of queue p_qid[i], whose readers are done up to
+-- p_done[i]) every segment up to offset p_upto[i] (a segment end). log_start moves past them
+-- (never backwards), leases whose whole span went are released, and the worker's totals
+-- count it. Returns what went, and when the oldest segment that went was created.
+CREATE OR REPLACE FUNCTION rq_retention_delete(p_pid uuid[], p_qid bigint[], p_upto bigint[], p_done bigint[],
+                                               p_worker int)
+RETURNS TABLE (segments int, messages bigint, evicted bigint, oldest timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pid     uuid[];
+    v_qid     bigint[];
+    v_upto    bigint[];
+    v_count   int[];
+    v_msgs    bigint[];
+    v_lost    bigint[];
+    v_oldest  timestamptz;
+BEGIN
+    -- The same lock order as pushes (partition rows ascending), so no deadlock with them.
+    PERFORM 1 FROM rq_partitions WHERE id = ANY (p_pid) ORDER BY id FOR UPDATE;
+    WITH gone AS (
+        DELETE FROM rq_segments s USING unnest(p_pid, p_qid, p_upto, p_done) AS d(pid, qid, upto, done)
+        WHERE s.partition_id = d.pid AND s.base_offset <= d.upto
+        RETURNING s.partition_id, d.qid, s.base_offset, s.end_offset, s.created_at, d.done
+    )
+    SELECT array_agg(w.pid), array_agg(w.qid), array_agg(w.upto), array_agg(w.n), array_agg(w.msgs),
+           array_agg(w.lost), min(w.oldest)
+    INTO v_pid, v_qid, v_upto, v_count, v_msgs, v_lost, v_oldest
+    FROM (SELECT g.partition_id AS pid, g.qid, max(g.end_offset) AS upto, count(*)::int AS n,
+                 sum(g.end_offset - g.base_offset + 1)::bigint AS msgs,
+                 -- messages some reader had not consumed: evicted
+                 sum(greatest(g.end_offset - greatest(g.base_offset - 1, coalesce(g.done, -1)), 0))::bigint AS lost,
+                 min(g.created_at) AS oldest
+          FROM gone g GROUP BY g.partition_id, g.qid) w;
+    IF v_pid IS NULL THEN
+        RETURN QUERY SELECT 0, 0::bigint, 0::bigint, NULL::timestamptz;
+        RETURN;
+    END IF;
+    UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
+    FROM unnest(v_pid, v_upto) AS d(pid, upto)
+    WHERE p.id = d.pid;
+    -- A lease whose whole span was evicted covers nothing any more: release it, so the
+    -- group reads on at once instead of waiting for the lease to expire. Cursors are
+    -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
+    -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
+    -- Only eviction can do that: what every reader consumed lies before every lease.
+    IF EXISTS (SELECT 1 FROM unnest(v_lost) l WHERE l > 0) THEN
+        UPDATE rq_consumers c
+        SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
+            acked_count = 0, stop_at = NULL, retry_charged = false
+        WHERE c.ctid IN (
+            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto)
+                                                ON c2.partition_id = d.pid
+            WHERE c2.span_end <= d.upto
+            FOR UPDATE OF c2 SKIP LOCKED);
+    END IF;
+    INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
+    SELECT d.qid, p_worker, sum(d.n), sum(d.msgs), sum(d.lost)
+    FROM unnest(v_qid, v_count, v_msgs, v_lost) AS d(qid, n, msgs, lost)
+    GROUP BY d.qid
+    ON CONFLICT (queue_id, worker) DO UPDATE
+        SET segments = t.segments + EXCLUDED.segments, messages = t.messages + EXCLUDED.messages,
+            evicted = t.evicted + EXCLUDED.evicted;
+    RETURN QUERY SELECT (SELECT sum(c) FROM unnest(v_count) c)::int, (SELECT sum(m) FROM unnest(v_msgs) m)::bigint,
+                        (SELECT sum(l) FROM unnest(v_lost) l)::bigint, v_oldest;
+END;
+$$;
+
+-- One step of the due walk for the retention period p_seconds: the next p_window segments,
+-- in creation order from the position (p_at, p_partition, p_base) on, that were created more
+-- than p_seconds ago (the rq_segments_due index). Each one that goes for its own queue takes
+-- its partition's prefix up to it (older segments go by the same rule). Returns how many
+-- candidates it looked at (fewer than p_window: the walk has caught up) and the last one,
+-- where the next step starts. A candidate that stays (unconsumed, or its queue keeps longer)
+-- is passed: the walk of another period or the sweep (rq_retention_step) deletes it later.
+-- So the work is the data that falls due, not the partitions holding data: at a million
+-- partitions each holding one young segment, the sweep looked at ~75,000 partitions a walk.
+CREATE OR REPLACE FUNCTION rq_retention_due_step(
+    p_seconds int, p_at timestamptz, p_partition uuid, p_base bigint, p_window int, p_worker int
+) RETURNS TABLE (segments int, messages bigint, evicted bigint, candidates int,
+                 next_at timestamptz, next_partition uuid, next_base bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_candidates int;
+    v_next_at    timestamptz;
+    v_next_pid   uuid;
+    v_next_base  bigint;
+    v_pid        uuid[];
+    v_qid        bigint[];
+    v_upto       bigint[];
+    v_done       bigint[];
+BEGIN
+    WITH due AS MATERIALIZED (
+        SELECT s.partition_id, s.base_offset, s.end_offset, s.created_at FROM rq_segments s
+        WHERE (s.created_at, s.partition_id, s.base_offset) > (p_at, p_partition, p_base)
+          AND s.created_at < now() - make_interval(secs => p_seconds)
+        ORDER BY s.created_at, s.partition_id, s.base_offset LIMIT p_window
+    ), last AS (
+        SELECT d.created_at, d.partition_id, d.base_offset FROM due d
+        ORDER BY d.created_at DESC, d.partition_id DESC, d.base_offset DESC LIMIT 1
+    ), going AS (
+        SELECT d.partition_id, p.queue_id, max(d.end_offset) AS upto, min(r.done) AS done
+        FROM due d
+        -- one index probe per candidate (OFFSET 0 keeps it a nested loop): estimating the
+        -- walk's rows, the planner hashed the whole partition table instead
+        CROSS JOIN LATERAL (SELECT p.queue_id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds
+                            FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id
+                            WHERE p.id = d.partition_id OFFSET 0) p
+        CROSS JOIN LATERAL rq_readers_done(d.partition_id, p.queue_id) r
+        WHERE rq_segment_goes(d.created_at, d.end_offset, p.retention_seconds, p.max_wait_seconds,
+                              p.completed_retention_seconds, r.done)
+        GROUP BY d.partition_id, p.queue_id
+    )
+    SELECT (SELECT count(*) FROM due), l.created_at, l.partition_id, l.base_offset,
+           (SELECT array_agg(g.partition_id ORDER BY g.partition_id) FROM going g),
+           (SELECT array_agg(g.queue_id ORDER BY g.partition_id) FROM going g),
+           (SELECT array_agg(g.upto ORDER BY g.partition_id) FROM going g),
+           (SELECT array_agg(g.done ORDER BY g.partition_id) FROM going g)
+    INTO v_candidates, v_next_at, v_next_pid, v_next_base, v_pid, v_qid, v_upto, v_done
+    FROM (SELECT 1) one LEFT JOIN last l ON true;
+
+    RETURN QUERY SELECT r.segments, r.messages, r.evicted, v_candidates,
+                        coalesce(v_next_at, p_at), coalesce(v_next_pid, p_partition), coalesce(v_next_base, p_base)
+                 FROM rq_retention_delete(v_pid, v_qid, v_upto, v_done, p_worker) r;
+END;
+$$;
+
+-- One bounded step of one sweep worker. The due walks (rq_retention_due_step) delete what
+-- falls due; the sweep deletes what they passed and what fell due later: segments whose
+-- readers caught up after their time, and segments committed after a walk had passed their
+-- creation time. A worker owns the partitions whose id lies in [p_from's range start,
+-- p_upper) (ids are random, so N contiguous ranges split the work evenly and never overlap);
+-- a step looks at the next p_window partitions of its range that hold segments, from p_from
+-- on, and returns where the next step starts (NULL: the range is done, start over) and how
+-- overdue the oldest segment it deleted was (the loop paces light steps only while that
+-- stays under a walk period). Partitions without segments are never visited: they are found
+-- by skipping through the segments' primary key (one index probe per partition that holds
+-- data), so a sweep costs what the retained data costs, not what the partition count costs.
+-- Segments go oldest first per partition, at most p_limit per step; the scan of a partition
+-- stops at the first segment that stays.
 CREATE OR REPLACE FUNCTION rq_retention_step(
     p_from uuid, p_upper uuid, p_window int, p_limit int, p_worker int
 ) RETURNS TABLE (segments int, messages bigint, evicted bigint, next_from uuid, overdue float8)
@@ -87,22 +231,16 @@ DECLARE
     v_ids       uuid[];
     v_oldest    timestamptz[];
     v_cut       timestamptz;
-    v_oldest_gone timestamptz;  -- the oldest segment deleted: how late the walk runs
     v_next      uuid;
     v_part      record;
     v_seg       record;
     v_left      int := p_limit;
-    v_n         int;
-    -- per segment to delete
-    v_seg_pid   uuid[] := '{}';
-    v_seg_base  bigint[] := '{}';
+    v_end       bigint;
     -- per partition with segments to delete
     v_pid       uuid[] := '{}';
     v_qid       bigint[] := '{}';
     v_upto      bigint[] := '{}';
-    v_count     int[] := '{}';
-    v_msgs      bigint[] := '{}';
-    v_lost      bigint[] := '{}';
+    v_done      bigint[] := '{}';
 BEGIN
     -- The partitions holding segments, each with its oldest segment's age, read where the
     -- skip lands anyway (the first entry of a partition in the primary key is its oldest).
@@ -124,115 +262,56 @@ BEGIN
         v_next := v_ids[p_window + 1];
         v_ids := v_ids[1:p_window];
     END IF;
-    -- A partition whose oldest segment is younger than the shortest retention of any queue
-    -- has nothing to delete: its row and readers are not looked at (most partitions holding
-    -- data hold only young data).
-    SELECT now() - make_interval(secs => min(least(nullif(q.retention_seconds, 0), nullif(q.max_wait_seconds, 0),
-                                                   nullif(q.completed_retention_seconds, 0))))
-    INTO v_cut FROM rq_queues q;
+    -- A partition whose oldest segment is younger than the shortest retention period has
+    -- nothing to delete: its row and readers are not looked at (most partitions holding data
+    -- hold only young data).
+    v_cut := now() - make_interval(secs => (SELECT (rq_retention_periods())[1]));
     v_ids := ARRAY(SELECT t.id FROM unnest(v_ids, v_oldest[1:cardinality(v_ids)]) AS t(id, created_at)
                    WHERE t.created_at < v_cut ORDER BY t.id);
 
     -- Only partitions whose oldest segment goes are visited segment by segment; the others
-    -- cost one row of this statement. Whether the oldest segment is old enough for its own
-    -- queue is asked before the readers are.
+    -- cost one row of this statement.
     FOR v_part IN
         SELECT x.* FROM (
-            SELECT p.id, p.queue_id, q.completed_retention_seconds AS completed,
-                   now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
-                                                       nullif(q.max_wait_seconds, 0))) AS age_cut,
-                   -- everything <= done is consumed by every reader (NULL: a reader read nothing)
-                   (SELECT CASE WHEN count(*) = 0
-                                  OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
-                                     < (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id)
-                                THEN NULL ELSE min(c.committed) END
-                    FROM rq_consumers c WHERE c.partition_id = p.id) AS done,
-                   f.end_offset, f.created_at
+            SELECT p.id, p.queue_id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds,
+                   r.done, f.end_offset, f.created_at
             FROM rq_partitions p
             JOIN rq_queues q ON q.id = p.queue_id
+            CROSS JOIN LATERAL rq_readers_done(p.id, p.queue_id) r
             CROSS JOIN LATERAL (SELECT s.end_offset, s.created_at FROM rq_segments s
                                 WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1) f
-            WHERE p.id = ANY (v_ids)
-              AND p.last_offset >= p.log_start
-              AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0 OR q.max_wait_seconds > 0)
-              AND (f.created_at < now() - make_interval(secs => least(nullif(q.retention_seconds, 0),
-                                                                      nullif(q.max_wait_seconds, 0)))
-                   OR f.created_at < now() - make_interval(secs => nullif(q.completed_retention_seconds, 0)))
+            WHERE p.id = ANY (v_ids) AND p.last_offset >= p.log_start
         ) x
-        WHERE rq_segment_goes(x.created_at, x.end_offset, x.age_cut, x.completed, x.done)
+        WHERE rq_segment_goes(x.created_at, x.end_offset, x.retention_seconds, x.max_wait_seconds,
+                              x.completed_retention_seconds, x.done)
         ORDER BY x.id
     LOOP
-        v_n := 0;
+        v_end := NULL;
         FOR v_seg IN
-            SELECT s.base_offset, s.end_offset, s.created_at FROM rq_segments s
+            SELECT s.end_offset, s.created_at FROM rq_segments s
             WHERE s.partition_id = v_part.id ORDER BY s.base_offset LIMIT v_left
         LOOP
-            EXIT WHEN NOT rq_segment_goes(v_seg.created_at, v_seg.end_offset, v_part.age_cut, v_part.completed,
-                                          v_part.done);
-            v_seg_pid := v_seg_pid || v_part.id;
-            v_oldest_gone := least(v_oldest_gone, v_seg.created_at);
-            v_seg_base := v_seg_base || v_seg.base_offset;
-            IF v_n = 0 THEN
-                v_pid := v_pid || v_part.id;
-                v_qid := v_qid || v_part.queue_id;
-                v_upto := v_upto || v_seg.end_offset;
-                v_count := v_count || 1;
-                v_msgs := v_msgs || (v_seg.end_offset - v_seg.base_offset + 1);
-                v_lost := v_lost || 0::bigint;
-            ELSE
-                v_upto[cardinality(v_pid)] := v_seg.end_offset;
-                v_count[cardinality(v_pid)] := v_n + 1;
-                v_msgs[cardinality(v_pid)] := v_msgs[cardinality(v_pid)] + v_seg.end_offset - v_seg.base_offset + 1;
-            END IF;
-            v_lost[cardinality(v_pid)] := v_lost[cardinality(v_pid)]
-                + greatest(v_seg.end_offset - greatest(v_seg.base_offset - 1, coalesce(v_part.done, -1)), 0);
-            v_n := v_n + 1;
+            EXIT WHEN NOT rq_segment_goes(v_seg.created_at, v_seg.end_offset, v_part.retention_seconds,
+                                          v_part.max_wait_seconds, v_part.completed_retention_seconds, v_part.done);
+            v_end := v_seg.end_offset;
             v_left := v_left - 1;
         END LOOP;
+        CONTINUE WHEN v_end IS NULL;  -- its oldest segment went meanwhile
+        v_pid := v_pid || v_part.id;
+        v_qid := v_qid || v_part.queue_id;
+        v_upto := v_upto || v_end;
+        v_done := v_done || v_part.done;
         IF v_left <= 0 THEN
             v_next := v_part.id;  -- the step is full: the next one goes on from this partition
             EXIT;
         END IF;
     END LOOP;
 
-    IF cardinality(v_pid) > 0 THEN
-        -- The same lock order as pushes (partition rows ascending), so no deadlock with them.
-        PERFORM 1 FROM rq_partitions WHERE id = ANY (v_pid) ORDER BY id FOR UPDATE;
-        DELETE FROM rq_segments s USING unnest(v_seg_pid, v_seg_base) AS d(pid, base)
-        WHERE s.partition_id = d.pid AND s.base_offset = d.base;
-        UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
-        FROM unnest(v_pid, v_upto) AS d(pid, upto)
-        WHERE p.id = d.pid;
-        -- A lease whose whole span was evicted covers nothing any more: release it, so the
-        -- group reads on at once instead of waiting for the lease to expire. Cursors are
-        -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
-        -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
-        -- Only eviction can do that: what every reader consumed lies before every lease.
-        IF EXISTS (SELECT 1 FROM unnest(v_lost) l WHERE l > 0) THEN
-            UPDATE rq_consumers c
-            SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
-                acked_count = 0, stop_at = NULL, retry_charged = false
-            WHERE c.ctid IN (
-                SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto)
-                                                    ON c2.partition_id = d.pid
-                WHERE c2.span_end <= d.upto
-                FOR UPDATE OF c2 SKIP LOCKED);
-        END IF;
-        INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
-        SELECT d.qid, p_worker, sum(d.n), sum(d.msgs), sum(d.lost)
-        FROM unnest(v_qid, v_count, v_msgs, v_lost) AS d(qid, n, msgs, lost)
-        GROUP BY d.qid
-        ON CONFLICT (queue_id, worker) DO UPDATE
-            SET segments = t.segments + EXCLUDED.segments, messages = t.messages + EXCLUDED.messages,
-                evicted = t.evicted + EXCLUDED.evicted;
-    END IF;
-
-    RETURN QUERY SELECT (SELECT coalesce(sum(c), 0) FROM unnest(v_count) c)::int,
-                        (SELECT coalesce(sum(m), 0) FROM unnest(v_msgs) m)::bigint,
-                        (SELECT coalesce(sum(l), 0) FROM unnest(v_lost) l)::bigint, v_next,
-                        -- seconds the oldest deleted segment outlived the shortest retention of
-                        -- any queue (0: nothing deleted): a walk running late shows here
-                        greatest(coalesce(extract(epoch FROM v_cut - v_oldest_gone), 0), 0)::float8;
+    RETURN QUERY SELECT r.segments, r.messages, r.evicted, v_next,
+                        -- seconds the oldest deleted segment outlived the shortest retention
+                        -- period (0: nothing deleted): a sweep running late shows here
+                        greatest(coalesce(extract(epoch FROM v_cut - r.oldest), 0), 0)::float8
+                 FROM rq_retention_delete(v_pid, v_qid, v_upto, v_done, p_worker) r;
 END;
 $$;
 
