@@ -10,8 +10,9 @@ runs a round. A round has two parts:
   (``rq_retention_due_step``), until it reaches the segments younger than its period. Each
   segment that goes for its own queue's rules takes its partition's older segments with it;
   one that stays (not consumed yet, or its queue keeps longer) is passed. Their cost is the
-  data that falls due: at a million partitions, each holding a young segment or two, finding
-  the due ones by visiting every partition that holds data took twice the backend time.
+  data that falls due: finding it by visiting every partition that holds data (each holding a
+  young segment or two) took twice the backend time at 100,000 partitions (docs/benchmarks.md,
+  "Retention finds what fell due").
   Unpaced: a walk only reads what is due, and a round's share is what the load pushed in an
   interval. The walks take at most half a round (``WALKS_SHARE_OF_ROUND``), so the sweep
   always gets its turn.
