@@ -331,8 +331,8 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
 async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db, queue):
     """Pushes to 32 partitions and a consumer run while retention (the due walk, and four sweep
     workers beside it) deletes behind them: every push succeeds, every message arrives once,
-    and everything consumed goes, found by the due walk as it falls due. The walk and the
-    sweep lock and delete through the same code (rq_retention_delete)."""
+    and everything consumed goes, counted once. The walk and the sweep lock and delete
+    through the same code (rq_retention_delete)."""
     await configure(own_http, queue, completedRetentionSeconds=1)
     partitions = [f"p{n}" for n in range(32)]
     pushed = []
@@ -347,7 +347,9 @@ async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db,
     assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=20) is True
     workers = await own_db.fetch("SELECT t.worker, t.segments FROM rq_retention_totals t JOIN rq_queues q "
                                  "ON q.id = t.queue_id WHERE q.name = $1", queue)
-    assert {w["worker"] for w in workers if w["segments"] > 0} == {DUE_WORKER}
+    # the due walk deleted as segments fell due (a segment still unconsumed when its time came
+    # is passed, and a sweep worker deletes it later)
+    assert any(w["worker"] == DUE_WORKER and w["segments"] > 0 for w in workers), workers
     # one segment per push and partition, each counted once: a segment the walk and a sweep
     # worker both chose would be counted by both
     assert sum(w["segments"] for w in workers) == 30 * 32

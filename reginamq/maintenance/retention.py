@@ -6,16 +6,15 @@ runs a round. A round has two parts:
 - **The due walks** delete what fell due since the last round. Segments are indexed in
   creation order (``rq_segments_due``), and for each retention period in use (the distinct
   retentionSeconds, maxWaitTimeSeconds and completedRetentionSeconds of the queues) a walk
-  keeps a position in that order and reads on, in steps of ``WINDOW_PARTITIONS`` segments
+  keeps a position in that order and reads on, in steps of ``DUE_WINDOW`` segments
   (``rq_retention_due_step``), until it reaches the segments younger than its period. Each
   segment that goes for its own queue's rules takes its partition's older segments with it;
   one that stays (not consumed yet, or its queue keeps longer) is passed. Their cost is the
   data that falls due: finding it by visiting every partition that holds data (each holding a
   young segment or two) took twice the backend time at 100,000 partitions (docs/benchmarks.md,
-  "Retention finds what fell due").
-  Unpaced: a walk only reads what is due, and a round's share is what the load pushed in an
-  interval. The walks take at most half a round (``WALKS_SHARE_OF_ROUND``), so the sweep
-  always gets its turn.
+  "Retention finds what fell due"). Unpaced: a walk only reads what is due, and a round's
+  share is what the load pushed in an interval. The walks take at most half a round
+  (``WALKS_SHARE_OF_ROUND``), so the sweep always gets its turn.
 - **The sweep** deletes what the walks passed: segments whose readers caught up after their
   time, and segments committed after a walk had passed their creation time. ``parallelism``
   workers at once, each over its own contiguous range of partition ids (ids are random
@@ -33,7 +32,8 @@ runs a round. A round has two parts:
   a step that deleted a full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or
   more, is followed at once.
 
-The walks run before the sweep, never beside it, so no segment is counted by both. Then the
+The walks run before the sweep, not beside it; what either deleted is counted from what its
+DELETE removed, so nothing is counted twice even when a lease changes hands mid-step. Then the
 deduplication keys whose window has passed go (``rq_dedup_purge_step``). Bounded steps keep
 each transaction short, so pushes and pops never queue behind a long delete.
 
@@ -58,6 +58,7 @@ log = logging.getLogger("reginamq.retention")
 
 STEP_ROWS = 1_000
 WINDOW_PARTITIONS = 1_000
+DUE_WINDOW = 1_000  # segments a due-walk step reads
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
 # The due walks' part of a round at most: a new lease holder's walks read every segment the
@@ -139,11 +140,11 @@ class RetentionLoop(leader.ElectedLoop):
     async def _due_walk(self, period: int, deadline: float, counts: dict[str, int]) -> None:
         while time.monotonic() < deadline:
             row = await self._run(lambda conn: conn.fetchrow(
-                DUE_SQL, period, *self._due_positions[period], WINDOW_PARTITIONS, DUE_WORKER))
+                DUE_SQL, period, *self._due_positions[period], DUE_WINDOW, DUE_WORKER))
             for key in STEP_COUNTERS:
                 counts[key] += row[key]
             self._due_positions[period] = (row["next_at"], row["next_partition"], row["next_base"])
-            if row["candidates"] < WINDOW_PARTITIONS:
+            if row["candidates"] < DUE_WINDOW:
                 return
 
     async def _walk(self, worker: int, deadline: float) -> dict[str, int]:
