@@ -159,3 +159,16 @@ async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(
             await asyncio.sleep(hotlist.CATCH_UP_SECONDS + 1)
             await push_messages(http, queue, "after", partition="p")
             assert await pop_namespace() == ["before", "after"]
+
+
+async def test_a_sweep_ends_at_once_when_nothing_was_written_before_the_hints_began(http, db, queue):
+    """The backlog sweep looks only for partitions written before the reader's hints began; when
+    there are none it ends without walking the queue window by window (at a million partitions
+    written since, those windows cost more than retention). When there are, it walks."""
+    await push_partitions(http, queue, [f"p{n:05d}" for n in range(3000)])
+    qid = await db.fetchval("SELECT id FROM rq_queues WHERE name = $1", queue)
+    sweep = "SELECT * FROM rq_pop_sweep($1, 'g', NULL, NULL, 100, now() + $2::text::interval)"
+    nothing_older = await db.fetchrow(sweep, [qid], "-1 hour")
+    assert (nothing_older["candidates"], nothing_older["next_queue"]) == ([], None)
+    all_older = await db.fetchrow(sweep, [qid], "1 hour")
+    assert len(all_older["candidates"]) == 100  # group g has read none of them

@@ -100,7 +100,10 @@ $$;
 -- processing or a window buffer are swept whole: a pop drops a hint that came too early.
 -- Returns the candidates and where the next sweep starts: just before the first candidate (it
 -- is found again if it is not claimed now), or after the window when it held none; NULL once
--- the walk wrapped around.
+-- the walk wrapped around, or at once when no partition of these queues was written before
+-- p_before (one probe of the recent-writes index): then there is nothing a sweep could find,
+-- and walking a million partitions written since, window by window, cost more than a
+-- retention walk.
 CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
                                         p_limit int, p_before timestamptz, OUT candidates uuid[],
                                         OUT next_queue bigint, OUT next_name text)
@@ -112,6 +115,15 @@ DECLARE
     v_pending bool[];
     v_first   int;
 BEGIN
+    IF p_before IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = ANY (p_qids)
+                       AND (q.delayed_processing > 0 OR q.window_buffer > 0))
+       AND NOT EXISTS (SELECT 1 FROM unnest(p_qids) AS k(qid)
+                       WHERE EXISTS (SELECT 1 FROM rq_partitions p
+                                     WHERE p.queue_id = k.qid AND p.last_write_at < p_before)) THEN
+        candidates := '{}';
+        RETURN;
+    END IF;
     -- One pass over the window: each partition row is read once, and its cursor only when the
     -- partition holds something (most of a large swept queue is consumed and empty).
     SELECT coalesce(array_agg(w.id ORDER BY w.queue_id, w.name), '{}'),
