@@ -206,6 +206,25 @@ async def add_segment(db, partition, base: int, end: int, created_at: str):
     await db.execute("UPDATE rq_partitions SET last_offset = greatest(last_offset, $2) WHERE id = $1", partition, end)
 
 
+async def add_partition(db, qid: int):
+    return await db.fetchval("INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id", qid)
+
+
+async def unread_partition(db, queue: str, created_at: str):
+    """A partition of a new queue keeping consumed messages an hour, holding one segment of ten
+    messages created at ``created_at`` that its one reader has not read."""
+    qid = await add_queue(db, queue, '{"completedRetentionSeconds": 3600}')
+    partition = await add_partition(db, qid)
+    await add_segment(db, partition, 0, 9, created_at)
+    await db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
+                     "VALUES ($1, '__QUEUE_MODE__', -1)", partition)
+    return partition
+
+
+async def log_start(db, partition) -> int:
+    return await db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition)
+
+
 async def due_step(db, period: int, position, window: int):
     return await db.fetchrow("SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)",
                              period, *position, window, DUE_WORKER)
@@ -248,7 +267,7 @@ async def test_the_due_walk_reads_on_in_creation_order_across_steps_and_equal_ti
         assert steps >= 5  # 24 of them, five a step
         for partition in partitions:
             assert await kept_segments(own_db, partition) == [2]
-            assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 2
+            assert await log_start(own_db, partition) == 2
         assert await own_db.fetchrow("SELECT segments, messages, evicted FROM rq_retention_totals "
                                      "WHERE queue_id = $1 AND worker = $2", qid, DUE_WORKER) == (24, 24, 24)
 
@@ -257,12 +276,7 @@ async def test_a_segment_the_due_walk_passed_goes_with_the_sweep_once_consumed(o
     """A due segment nobody has consumed yet stays and the walk passes it; once consumed it is
     behind the walk, and the sweep deletes it."""
     async with retention_lease(own_db):
-        qid = await add_queue(own_db, queue, '{"completedRetentionSeconds": 3600}')
-        partition = await own_db.fetchval("INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id",
-                                          qid)
-        await add_segment(own_db, partition, 0, 9, "2001-01-01 00:00:00+00")
-        await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
-                             "VALUES ($1, '__QUEUE_MODE__', -1)", partition)
+        partition = await unread_partition(own_db, queue, "2001-01-01 00:00:00+00")
         row = await due_step(own_db, 3600, start_of(2000), 1)
         assert (row["candidates"], row["segments"], row["next_partition"]) == (1, 0, partition)
         await own_db.execute("UPDATE rq_consumers SET committed = 9 WHERE partition_id = $1", partition)
@@ -273,19 +287,14 @@ async def test_a_segment_the_due_walk_passed_goes_with_the_sweep_once_consumed(o
             position = (await own_db.fetchrow("SELECT * FROM rq_retention_step($1, NULL, 1000, 1000, 0)",
                                               position))["next_from"]
         assert await kept_segments(own_db, partition) == []
-        assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 10
+        assert await log_start(own_db, partition) == 10
 
 
 async def test_a_due_segment_takes_the_older_segments_of_its_partition_along(own_db, queue):
     """The walk passed a segment that was not consumed; when a later segment of the same
     partition falls due, consumed, the older one goes with it: retention deletes prefixes."""
     async with retention_lease(own_db):
-        qid = await add_queue(own_db, queue, '{"completedRetentionSeconds": 3600}')
-        partition = await own_db.fetchval("INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id",
-                                          qid)
-        await add_segment(own_db, partition, 0, 9, "2002-01-01 00:00:00+00")
-        await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
-                             "VALUES ($1, '__QUEUE_MODE__', -1)", partition)
+        partition = await unread_partition(own_db, queue, "2002-01-01 00:00:00+00")
         row = await due_step(own_db, 3600, start_of(2001), 1)
         assert (row["candidates"], row["segments"]) == (1, 0)
         await add_segment(own_db, partition, 10, 19, "2002-01-01 00:00:05+00")
@@ -293,7 +302,7 @@ async def test_a_due_segment_takes_the_older_segments_of_its_partition_along(own
         row = await due_step(own_db, 3600, after(row), 1)
         assert (row["candidates"], row["segments"], row["messages"], row["evicted"]) == (1, 2, 20, 0)
         assert await kept_segments(own_db, partition) == []
-        assert await own_db.fetchval("SELECT log_start FROM rq_partitions WHERE id = $1", partition) == 20
+        assert await log_start(own_db, partition) == 20
 
 
 async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_database, queue):
@@ -311,8 +320,7 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
         async with retention_lease(own_db):
             await add_queue(own_db, short, '{"completedRetentionSeconds": 2}')
             qid = await add_queue(own_db, long_, '{"maxWaitTimeSeconds": 4}')
-            partition = await own_db.fetchval(
-                "INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id", qid)
+            partition = await add_partition(own_db, qid)
             await add_segment(own_db, partition, 0, 0, "now")
             await own_db.execute("UPDATE rq_segments SET created_at = now() - interval '2 seconds' "
                                  "WHERE partition_id = $1", partition)

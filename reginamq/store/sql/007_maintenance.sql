@@ -196,13 +196,14 @@ BEGIN
                               p.completed_retention_seconds, r.done)
         GROUP BY d.partition_id, p.queue_id
     )
-    SELECT (SELECT count(*) FROM due), l.created_at, l.partition_id, l.base_offset,
-           (SELECT array_agg(g.partition_id ORDER BY g.partition_id) FROM going g),
-           (SELECT array_agg(g.queue_id ORDER BY g.partition_id) FROM going g),
-           (SELECT array_agg(g.upto ORDER BY g.partition_id) FROM going g),
-           (SELECT array_agg(g.done ORDER BY g.partition_id) FROM going g)
+    SELECT (SELECT count(*) FROM due), l.created_at, l.partition_id, l.base_offset, g.pids, g.qids, g.uptos, g.dones
     INTO v_candidates, v_next_at, v_next_pid, v_next_base, v_pid, v_qid, v_upto, v_done
-    FROM (SELECT 1) one LEFT JOIN last l ON true;
+    FROM (SELECT array_agg(g.partition_id ORDER BY g.partition_id) AS pids,
+                 array_agg(g.queue_id ORDER BY g.partition_id) AS qids,
+                 array_agg(g.upto ORDER BY g.partition_id) AS uptos,
+                 array_agg(g.done ORDER BY g.partition_id) AS dones
+          FROM going g) g
+    LEFT JOIN last l ON true;
 
     RETURN QUERY SELECT r.segments, r.messages, r.evicted, v_candidates,
                         coalesce(v_next_at, p_at), coalesce(v_next_pid, p_partition), coalesce(v_next_base, p_base)
