@@ -16,6 +16,7 @@ import httpx
 import msgspec
 import pytest
 
+from reginamq.engine import ack as ack_engine
 from reginamq.engine import stats
 from reginamq.engine.push import PushItem, execute, prepare
 from reginamq.engine.sealing import Sealer
@@ -90,8 +91,7 @@ async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_d
     audit_a = (await pop(own_http, queue, "a", consumerGroup="audit", batch=10))["messages"]
     assert len((await pop(own_http, queue, "b", consumerGroup="audit", batch=2))["messages"]) == 2
     await push(own_http, queue, 6, 7, partition="a")
-    await asyncio.sleep(3.1)  # the refresh below forgets what the pops noted: the acks must note their own
-    await stats.refresh(own_db, full=False)
+    await stats.refresh(own_db, full=False)  # forgets what the pops noted: the acks must note their own
     assert [(await totals(own_db, queue))[key] for key in ("pushed", "popped", "acked")] == [17, 17, 4]
 
     # acknowledgements: whole spans at once (rq_ack's set-based path), and one by one (its
@@ -121,10 +121,28 @@ async def test_refreshes_empty_the_touched_table(own_http, own_db, queue):
     await push(own_http, queue, *range(3), partition="a")
     await ack_batch(own_http, (await pop(own_http, queue, "a", batch=3))["messages"])
     assert await own_db.fetchval(TOUCHED_SQL, queue) > 0  # the pop and the ack noted the cursor
-    await asyncio.sleep(3.1)  # older than the margin a refresh leaves to writers still committing
     await stats.refresh(own_db, full=False)
     assert await own_db.fetchval(TOUCHED_SQL, queue) == 0
     assert (await totals(own_db, queue))["acked"] == 3
+
+
+async def test_an_ack_committed_after_a_refresh_keeps_its_note_for_the_next(own_http, own_db, own_database, queue):
+    """A refresh deletes only the touched rows its snapshot sees: an ack still committing
+    during a refresh keeps its note, and the next refresh books it."""
+    await push(own_http, queue, *range(2), partition="a")
+    popped = (await pop(own_http, queue, "a", batch=2))["messages"]
+    await stats.refresh(own_db, full=True)
+    before = (await totals(own_db, queue))["acked"]
+    acks = ack_engine.prepare([ack_engine.Ack(transactionId=m["transactionId"], partitionId=m["partitionId"],
+                                              leaseId=m["leaseId"]) for m in popped])
+    async with connection(own_database) as writer, writer.transaction():
+        assert all(row["success"] for row in await ack_engine.write(writer, acks))
+        await stats.refresh(own_db, full=False)
+        assert (await totals(own_db, queue))["acked"] == before  # not visible yet
+    assert await own_db.fetchval(TOUCHED_SQL, queue) > 0  # its note outlived the refresh
+    await stats.refresh(own_db, full=False)
+    assert (await totals(own_db, queue))["acked"] == before + 2
+    assert await own_db.fetchval(TOUCHED_SQL, queue) == 0
 
 
 async def test_a_seek_is_booked_by_the_next_full_pass(own_http, own_db, queue):
@@ -132,8 +150,7 @@ async def test_a_seek_is_booked_by_the_next_full_pass(own_http, own_db, queue):
     await ack(own_http, (await pop(own_http, queue, "a", consumerGroup="audit", subscriptionMode="all"))["messages"][0])
     await stats.refresh(own_db, full=True)
     assert ((await totals(own_db, queue))["acked"], await groups(own_db, queue)) == (1, [("audit", 4, 1)])
-    await asyncio.sleep(3.1)  # until a refresh forgets that the pop and the ack noted the cursor
-    await stats.refresh(own_db, full=False)
+    await stats.refresh(own_db, full=False)  # forgets that the pop and the ack noted the cursor
     assert await own_db.fetchval(TOUCHED_SQL, queue) == 0
 
     response = await own_http.post(f"/api/v1/consumer-groups/audit/queues/{queue}/seek", json={"toEnd": True})

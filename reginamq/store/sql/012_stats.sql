@@ -105,30 +105,27 @@ $$;
 
 -- Cursors the hot paths moved (committed, last_delivered or retry_count), for the next
 -- incremental refresh: rq_pop and rq_ack note every cursor of a call in one statement
--- (rq_stats_touch), in the transaction that moves them. `second` is that transaction's start,
--- truncated: a writer whose row already exists writes nothing and relies on that row, and its
--- change may commit after a refresh's snapshot, so a refresh deletes only rows a few seconds old
--- (c_touched_margin in rq_stats_refresh: a writer's transaction that old has committed, as the
--- dead letters a refresh leaves for later assume too). Rarer paths (a seek, a group deleted,
--- retention) write nothing here: the full pass books them. Unlogged: a crash loses only what the
--- next full pass books anyway.
+-- (rq_stats_touch), in the transaction that moves them. A refresh reads the rows its snapshot
+-- sees and then deletes exactly those (a DELETE in its REPEATABLE READ snapshot cannot see rows
+-- committed after it), so each row is read once and a move committed after the snapshot keeps
+-- its row for the next refresh. No key: a cursor noted by several calls is several rows, read
+-- as one. Rarer paths (a seek, a group deleted, retention) write nothing here: the full pass
+-- books them. Unlogged: a crash loses only what the next full pass books anyway.
 CREATE UNLOGGED TABLE IF NOT EXISTS rq_stats_touched (
-    second          bigint NOT NULL,
     partition_id    uuid NOT NULL,
-    consumer_group  text NOT NULL,
-    PRIMARY KEY (second, partition_id, consumer_group)
+    consumer_group  text NOT NULL
 );
+-- Databases made before: rows were keyed by the writer's second and kept for two seconds after
+-- it, for writers that found their key taken and wrote nothing (every refresh read them again).
+ALTER TABLE rq_stats_touched DROP CONSTRAINT IF EXISTS rq_stats_touched_pkey;
+ALTER TABLE rq_stats_touched DROP COLUMN IF EXISTS second;
 
 -- plpgsql, not sql: its plan is kept for the session, a hot path does not plan it per call.
--- Never waits on another writer's row: a writer holds the cursor's lock until it commits, so two
--- uncommitted transactions never note the same cursor.
 CREATE OR REPLACE FUNCTION rq_stats_touch(p_partitions uuid[], p_groups text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO rq_stats_touched (second, partition_id, consumer_group)
-    SELECT floor(extract(epoch FROM now()))::bigint, t.pid, t.grp
-    FROM unnest(p_partitions, p_groups) AS t(pid, grp)
-    ON CONFLICT DO NOTHING;
+    INSERT INTO rq_stats_touched (partition_id, consumer_group)
+    SELECT t.pid, t.grp FROM unnest(p_partitions, p_groups) AS t(pid, grp);
 END;
 $$;
 
@@ -144,7 +141,6 @@ RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now       timestamptz;
-    v_second    bigint;
     v_bucket    timestamptz;
     v_dlq_from  timestamptz;
     v_dlq_until timestamptz;
@@ -153,7 +149,6 @@ DECLARE
     v_full_at   timestamptz;
     v_n         int;
     v_written_since timestamptz;
-    c_touched_margin CONSTANT int := 2;  -- seconds: see rq_stats_touched
 BEGIN
     -- One snapshot for everything below (see the top of this file). A READ COMMITTED caller
     -- would get a snapshot per statement, and gauges that drift from the counters.
@@ -173,7 +168,6 @@ BEGIN
     v_first := NOT FOUND;
     v_full := p_full OR v_full_at IS NULL;  -- an incremental refresh adjusts what a full pass left
     v_now := clock_timestamp();
-    v_second := floor(extract(epoch FROM v_now));
     v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
     -- Dead letters are counted by failed_at a little behind now: an ack transaction stamped
     -- before this instant but not committed yet is counted by the next refresh.
@@ -217,7 +211,7 @@ BEGIN
 
     -- popped / acked / failed: cursor movements. The cursors that may have moved: every cursor
     -- that differs from its snapshot (full pass), or every cursor in rq_stats_touched
-    -- (incremental: all it holds; a row read again costs a key lookup and books nothing twice).
+    -- (incremental: the rows this snapshot sees, once per cursor).
     -- Two statements, not one with a condition in it: a plan shared by both modes would read
     -- every cursor in an incremental refresh too.
     IF v_full THEN
@@ -383,9 +377,9 @@ BEGIN
             refreshed_at = EXCLUDED.refreshed_at;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
-    -- Touched rows old enough to delete were read by this refresh (an incremental one reads them
-    -- all; a full pass reads every cursor). Younger ones stay for the next refresh.
-    DELETE FROM rq_stats_touched t WHERE t.second < v_second - c_touched_margin;
+    -- The touched rows this snapshot sees were read (an incremental refresh reads them all; a full
+    -- pass reads every cursor); rows committed since stay for the next refresh.
+    DELETE FROM rq_stats_touched;
     -- Forget what belongs to deleted queues, partitions and cursors, and old buckets. The
     -- snapshots are read in full for that, so only in a full pass and about every five minutes:
     -- a leftover row until then costs nothing but its bytes.
