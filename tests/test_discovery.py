@@ -172,3 +172,16 @@ async def test_a_sweep_ends_at_once_when_nothing_was_written_before_the_hints_be
     assert (nothing_older["candidates"], nothing_older["next_queue"]) == ([], None)
     all_older = await db.fetchrow(sweep, [qid], "1 hour")
     assert len(all_older["candidates"]) == 100  # group g has read none of them
+
+
+async def test_a_queue_whose_hints_may_come_early_is_swept_whole(http, db, queue):
+    """A pop drops a hint of a delayed-processing queue that came before the delay had passed,
+    so its sweep takes partitions written after the reader's hints began too: the probe that
+    ends other sweeps at once does not end it."""
+    response = await http.post("/api/v1/configure", json={"queue": queue, "options": {"delayedProcessing": 60}})
+    assert response.status_code == 200
+    await push_partitions(http, queue, [f"p{n}" for n in range(5)])
+    qid = await db.fetchval("SELECT id FROM rq_queues WHERE name = $1", queue)
+    swept = await db.fetchrow("SELECT * FROM rq_pop_sweep($1, 'g', NULL, NULL, 100, now() - interval '1 hour')",
+                              [qid])
+    assert len(swept["candidates"]) == 5

@@ -114,10 +114,11 @@ DECLARE
     v_names   text[];
     v_pending bool[];
     v_first   int;
+    -- queues whose hints may come early (a pop drops them): swept whole
+    v_early   bigint[] := ARRAY(SELECT q.id FROM rq_queues q WHERE q.id = ANY (p_qids)
+                                AND (q.delayed_processing > 0 OR q.window_buffer > 0));
 BEGIN
-    IF p_before IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = ANY (p_qids)
-                       AND (q.delayed_processing > 0 OR q.window_buffer > 0))
+    IF p_before IS NOT NULL AND cardinality(v_early) = 0
        AND NOT EXISTS (SELECT 1 FROM unnest(p_qids) AS k(qid)
                        WHERE EXISTS (SELECT 1 FROM rq_partitions p
                                      WHERE p.queue_id = k.qid AND p.last_write_at < p_before)) THEN
@@ -129,9 +130,7 @@ BEGIN
     SELECT coalesce(array_agg(w.id ORDER BY w.queue_id, w.name), '{}'),
            array_agg(w.queue_id ORDER BY w.queue_id, w.name), array_agg(w.name ORDER BY w.queue_id, w.name),
            array_agg(w.last_offset >= w.log_start
-                     AND (p_before IS NULL OR w.last_write_at < p_before
-                          OR EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = w.queue_id  -- a hint may be early
-                                     AND (q.delayed_processing > 0 OR q.window_buffer > 0)))
+                     AND (p_before IS NULL OR w.last_write_at < p_before OR w.queue_id = ANY (v_early))
                      AND NOT EXISTS (SELECT 1 FROM rq_consumers c
                                      WHERE c.partition_id = w.id AND c.consumer_group = p_group
                                        AND (w.last_offset <= c.committed
