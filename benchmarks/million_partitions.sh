@@ -61,9 +61,7 @@ async def main(url):
     conn = await asyncpg.connect(url)
     partitions = await conn.fetchval("SELECT count(*) FROM rq_partitions")
     core = await conn.fetchval("SELECT pg_total_relation_size('rq_partitions') + pg_total_relation_size('rq_consumers')")
-    stats = await conn.fetchval("SELECT pg_total_relation_size('rq_stats_partitions') + pg_total_relation_size('rq_stats_cursors')")
-    print(f"{partitions:,} partitions: partition + cursor {core / partitions:.0f} bytes each "
-          f"(Queen 1.0: 641); statistics snapshots {stats / partitions:.0f} bytes each")
+    print(f"{partitions:,} partitions: partition + cursor {core / partitions:.0f} bytes each (Queen 1.0: 641)")
     for full in (True, False):
         started = time.monotonic()
         await refresh(conn, full)

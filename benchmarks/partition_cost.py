@@ -25,7 +25,7 @@ from reginamq.bench.broker import OwnBroker
 from reginamq.engine import stats
 from reginamq.maintenance.retention import STEP_ROWS, STEP_SQL, WINDOW_PARTITIONS, id_ranges
 
-TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup", "rq_stats_partitions", "rq_stats_cursors")
+TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup")
 SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
             "pg_total_relation_size($1::regclass) AS total")
 INDEX_SQL = ("SELECT indexrelid::regclass::text AS name, pg_relation_size(indexrelid) AS bytes FROM pg_index "

@@ -19,9 +19,7 @@ from reginamq.engine.browse import iso_millis
 BUCKET_SECONDS = 10
 KEEP_SECONDS = 24 * 3600
 THROUGHPUT_WINDOW_SECONDS = 60
-REFRESH_SQL = "SELECT rq_stats_refresh($1, $2, $3, $4)"
-WRITE_HORIZON_SQL = "SELECT rq_stats_write_horizon($1)"
-WRITE_LOOKBACK_SECONDS = 30
+REFRESH_SQL = "SELECT rq_stats_refresh($1, $2, $3)"
 REFRESH_LOCK_SQL = "LOCK TABLE rq_stats_state IN EXCLUSIVE MODE"
 FULL_PASS_SQL = ("SELECT extract(epoch FROM clock_timestamp() - full_at)::float8 AS since, full_seconds "
                  "FROM rq_stats_state WHERE id = 1")
@@ -43,18 +41,16 @@ def stamp(moment: datetime | None) -> str | None:
 
 async def refresh(conn, full: bool = True) -> int:
     """One refresh; returns the number of queues. A full pass (what an explicit refresh asks
-    for) recomputes everything and costs time with the partitions; an incremental one costs
-    what moved since the last refresh (see 012_stats.sql). REPEATABLE READ: the counters, the
-    snapshots they are measured against and the gauges must describe one instant, or the
-    gauges an incremental refresh carries forward would drift. The refreshes' lock is taken
-    first: a LOCK takes no snapshot, so the refresh's snapshot comes after the previous refresh
-    committed instead of before (which would fail it with a serialization error). The write
-    horizon is read before that snapshot: what the refresh cannot see was written after it
-    (rq_stats_write_horizon), and the next refresh looks for written partitions from there."""
-    horizon = await conn.fetchval(WRITE_HORIZON_SQL, WRITE_LOOKBACK_SECONDS)
+    for) also recounts the gauges over every partition, which costs time with the partitions;
+    an incremental one costs what moved since the last refresh (see 012_stats.sql).
+    REPEATABLE READ: the notes it books and deletes and the gauges must describe one instant,
+    or notes committed meanwhile would be deleted unbooked and the gauges an incremental
+    refresh carries forward would drift. The refreshes' lock is taken first: a LOCK takes no
+    snapshot, so the refresh's snapshot comes after the previous refresh committed instead of
+    before (which would fail it with a serialization error)."""
     async with conn.transaction(isolation="repeatable_read"):
         await conn.execute(REFRESH_LOCK_SQL)
-        return await conn.fetchval(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS, full, horizon)
+        return await conn.fetchval(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS, full)
 
 
 async def last_full_pass(conn) -> tuple[float | None, float | None]:

@@ -12,12 +12,12 @@ statistics as soon as they hold ``NEW_TABLE_ROWS`` rows (``rq_analyze_new_tables
 database the plans made while they were nearly empty would otherwise stay until autovacuum's
 first ANALYZE, and cost more with every partition created meanwhile.
 
-A full pass reads every partition and cursor (seconds at a million partitions, a PostgreSQL
-backend busy all that time); an incremental refresh reads only the cursors that moved. So the
-loop runs a full pass only when full passes take at most ``FULL_PASS_SHARE`` of the time --
-nearly always on a small database, where one takes milliseconds -- and at least every
-``FULL_PASS_EVERY_SECONDS``, to book what moves without the hot paths noting it (a seek, a
-group deleted, retention).
+A full pass recounts the gauges over every partition and cursor (seconds at a million
+partitions, a PostgreSQL backend busy all that time); an incremental refresh reads only the
+notes of what moved. So the loop runs a full pass only when full passes take at most
+``FULL_PASS_SHARE`` of the time -- nearly always on a small database, where one takes
+milliseconds -- and at least every ``FULL_PASS_EVERY_SECONDS``, to correct the gauges for what
+moves a read position without a note (a seek, a group deleted, retention).
 """
 
 from __future__ import annotations

@@ -143,3 +143,20 @@ CREATE TABLE IF NOT EXISTS rq_expired (
     expired         bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (queue_id, consumer_group)
 );
+
+-- What the hot paths moved since the last statistics refresh (see 012_stats.sql): a row per call
+-- and (queue, consumer group); consumer_group is NULL on a push's row. No key and no index: a
+-- refresh reads them all. Logged, so a crash loses no count: a note commits with the move.
+CREATE TABLE IF NOT EXISTS rq_stats_notes (
+    queue_id        bigint NOT NULL,
+    consumer_group  text,
+    pushed          bigint NOT NULL DEFAULT 0,
+    partitions      bigint NOT NULL DEFAULT 0,
+    popped          bigint NOT NULL DEFAULT 0,
+    acked           bigint NOT NULL DEFAULT 0,
+    failed          bigint NOT NULL DEFAULT 0,
+    advance         bigint NOT NULL DEFAULT 0
+);
+-- What one pop or ack moved on one cursor, before rq_stats_note sums them into notes.
+CREATE TYPE rq_stats_move AS (queue_id bigint, consumer_group text, popped bigint, acked bigint, failed bigint,
+                              advance bigint);

@@ -19,12 +19,17 @@ RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
     ON CONFLICT (name) DO NOTHING;
 
-    INSERT INTO rq_partitions (queue_id, name)
-    SELECT DISTINCT q.id, g.pname
-    FROM unnest(p_queue, p_partition) AS g(qname, pname)
-    JOIN rq_queues q ON q.name = g.qname
-    WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)
-    ON CONFLICT (queue_id, name) DO NOTHING;
+    WITH created AS (
+        INSERT INTO rq_partitions (queue_id, name)
+        SELECT DISTINCT q.id, g.pname
+        FROM unnest(p_queue, p_partition) AS g(qname, pname)
+        JOIN rq_queues q ON q.name = g.qname
+        WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)
+        ON CONFLICT (queue_id, name) DO NOTHING
+        RETURNING queue_id
+    )
+    INSERT INTO rq_stats_notes (queue_id, partitions)  -- for the statistics (012_stats.sql)
+    SELECT c.queue_id, count(*) FROM created c GROUP BY c.queue_id;
 $$;
 
 -- Push: one call per request (or per fused flush of requests, or a transaction's push).
@@ -153,7 +158,10 @@ BEGIN
             last_write_at = CASE WHEN p.last_write_at > v_now - interval '1 second'
                                  THEN p.last_write_at ELSE v_now END
         FROM counts c WHERE p.id = c.pid
-        RETURNING p.id, p.last_offset - c.n + 1 AS base_offset, p.last_offset AS end_offset
+        RETURNING p.id, p.queue_id, c.n, p.last_offset - c.n + 1 AS base_offset, p.last_offset AS end_offset
+    ), noted AS (
+        INSERT INTO rq_stats_notes (queue_id, pushed)  -- for the statistics (012_stats.sql)
+        SELECT b.queue_id, sum(b.n) FROM bumped b GROUP BY b.queue_id
     )
     INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads)
     SELECT b.id, b.base_offset, b.end_offset, v_now,

@@ -218,7 +218,7 @@ DECLARE
     v_returnable uuid[] := '{}';  -- candidates that go back to the broker if not reached
     v_exit_ord bigint;
     v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
-    v_touched  uuid[] := '{}';  -- partitions whose cursor this call moved (for the stats)
+    v_moves    rq_stats_move[] := '{}';  -- what this call moved, for the statistics (012_stats.sql)
 BEGIN
     -- The queues this pop reads. A pop names its queue (the common case) or a namespace/task
     -- selection; the two statements are kept apart so that each keeps one cached plan (a single
@@ -338,7 +338,7 @@ BEGIN
                 ON CONFLICT (queue_id, consumer_group) DO UPDATE SET expired = e.expired + EXCLUDED.expired;
                 UPDATE rq_consumers c SET committed = v_live - 1, retry_count = 0
                 WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
-                v_touched := v_touched || v_cand.id;
+                v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0, v_live - v_from)::rq_stats_move;
                 v_cur.committed := v_live - 1;
                 v_from := v_live;
             END IF;
@@ -363,7 +363,8 @@ BEGIN
             IF v_from - 1 > v_cur.committed THEN
                 UPDATE rq_consumers c SET committed = v_from - 1
                 WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
-                v_touched := v_touched || v_cand.id;
+                v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0,
+                                          v_from - 1 - greatest(v_cur.committed, v_cand.log_start - 1))::rq_stats_move;
                 v_cur.committed := v_from - 1;
             END IF;
             v_to := coalesce((SELECT min(d.message_offset) - 1 FROM rq_deleted d
@@ -372,8 +373,12 @@ BEGIN
         CONTINUE WHEN v_to < v_from;
 
         v_attempt := CASE WHEN v_from <= v_cur.last_delivered THEN v_cur.attempts + 1 ELSE 1 END;
-        IF p_auto_ack OR v_to > v_cur.last_delivered THEN  -- a redelivery moves nothing the stats count
-            v_touched := v_touched || v_cand.id;
+        -- first deliveries count as popped (a redelivery counts nothing); with auto-ack the span is
+        -- consumed at once
+        IF p_auto_ack OR v_to > v_cur.last_delivered THEN
+            v_moves := v_moves || ROW(v_cand.qid, p_group, greatest(v_to - greatest(v_cur.last_delivered, v_from - 1), 0),
+                                      CASE WHEN p_auto_ack THEN v_to - v_from + 1 ELSE 0 END, 0,
+                                      CASE WHEN p_auto_ack THEN v_to - v_from + 1 ELSE 0 END)::rq_stats_move;
         END IF;
         IF p_auto_ack THEN
             UPDATE rq_consumers c
@@ -411,8 +416,8 @@ BEGIN
         v_claimed := v_claimed + 1;
     END LOOP;
 
-    IF cardinality(v_touched) > 0 THEN  -- for the next incremental stats refresh (012_stats.sql)
-        PERFORM rq_stats_touch(v_touched, array_fill(p_group, ARRAY[cardinality(v_touched)]));
+    IF cardinality(v_moves) > 0 THEN
+        PERFORM rq_stats_note(v_moves);
     END IF;
 
     -- Pending hints (or sweep finds) the pop did not get to (its limits were reached first) go

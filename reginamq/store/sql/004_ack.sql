@@ -30,6 +30,8 @@ DECLARE
     v_acks       rq_ack_resolved[];
     v_offsets    jsonb;
     v_failed     bool;
+    v_charged    bool;
+    v_acked      bigint;
     v_spent      bool;
     v_stop       bigint;
     v_done_max   bigint;
@@ -38,8 +40,7 @@ DECLARE
     v_released   bool;
     v_whole_pids uuid[];
     v_whole_grps text[];
-    v_moved_pids uuid[];  -- cursors this call moved (for the stats)
-    v_moved_grps text[];
+    v_moves      rq_stats_move[];  -- what this call moved, for the statistics (012_stats.sql)
     v_notices    text[] := '{}';  -- partitions with work again, announced after the commit
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
@@ -88,7 +89,7 @@ BEGIN
         CROSS JOIN LATERAL unnest(g.txids) WITH ORDINALITY AS m(txid, pos)
         WHERE g.base_offset + m.pos - 1 BETWEEN s.span_start AND s.span_end
     ), whole AS (
-        SELECT p.pid, p.grp, p.span_end
+        SELECT p.pid, p.grp, p.span_end, p.n
         FROM positions p
         LEFT JOIN items i ON i.pid = p.pid AND i.grp = p.grp AND i.txid = p.txid
         GROUP BY p.pid, p.grp, p.span_end, p.n
@@ -97,16 +98,16 @@ BEGIN
         UPDATE rq_consumers c
         SET committed = w.span_end, span_start = NULL, span_end = NULL, lease_id = NULL,
             lease_expires_at = NULL, acked_count = 0, stop_at = NULL, retry_count = 0, retry_charged = false
-        FROM whole w
-        WHERE c.partition_id = w.pid AND c.consumer_group = w.grp
-        RETURNING c.partition_id, c.consumer_group, c.committed
+        FROM whole w, rq_partitions p
+        WHERE c.partition_id = w.pid AND c.consumer_group = w.grp AND p.id = w.pid
+        RETURNING c.partition_id, c.consumer_group, p.queue_id, w.n
     )
-    SELECT array_agg(r.partition_id), array_agg(r.consumer_group) INTO v_whole_pids, v_whole_grps
+    -- the span was consumed: its messages acked, the read position past them (the span starts
+    -- right after the committed offset, or at the log start past evicted messages)
+    SELECT array_agg(r.partition_id), array_agg(r.consumer_group),
+           coalesce(array_agg(ROW(r.queue_id, r.consumer_group, 0, r.n, 0, r.n)::rq_stats_move), '{}')
+    INTO v_whole_pids, v_whole_grps, v_moves
     FROM released r;
-    -- the cursors this call moves, for the next incremental stats refresh (012_stats.sql):
-    -- noted once at the end, with those the loop below moves
-    v_moved_pids := coalesce(v_whole_pids, '{}');
-    v_moved_grps := coalesce(v_whole_grps, '{}');
 
     -- more data behind a released span: wake parked pops, hint the partition (a notice the
     -- broker sends once this call has committed, as rq_push's, 002_push.sql)
@@ -201,7 +202,8 @@ BEGIN
 
         -- One charge of the retry budget per delivery; once spent, failures are terminal.
         v_spent := false;
-        IF v_failed AND NOT v_cur.retry_charged THEN
+        v_charged := v_failed AND NOT v_cur.retry_charged;
+        IF v_charged THEN
             IF v_cur.retry_count >= v_queue.retry_limit THEN
                 v_spent := true;
                 v_cur.retry_count := 0;
@@ -262,15 +264,18 @@ BEGIN
                 retry_count = v_cur.retry_count, retry_charged = v_cur.retry_charged
             WHERE c.partition_id = v_key.pid AND c.consumer_group = v_key.grp;
         END IF;
-        v_moved_pids := v_moved_pids || v_key.pid;
-        v_moved_grps := v_moved_grps || v_key.grp;
+        -- acked: how far the cursor moved (a completion below commits the silent ones too), from
+        -- the span's start when evicted messages lie between; failed: a charge of the budget
+        v_acked := greatest(v_committed - greatest(v_cur.committed, v_cur.span_start - 1), 0);
+        v_moves := v_moves || ROW(v_queue.id, v_key.grp, 0, v_acked, CASE WHEN v_charged THEN 1 ELSE 0 END,
+                                  v_acked)::rq_stats_move;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,
                v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false, NULL::text
         FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
     END LOOP;
-    IF cardinality(v_moved_pids) > 0 THEN
-        PERFORM rq_stats_touch(v_moved_pids, v_moved_grps);
+    IF cardinality(v_moves) > 0 THEN
+        PERFORM rq_stats_note(v_moves);
     END IF;
     RETURN QUERY SELECT NULL::int, NULL::bool, NULL::text, NULL::bool, NULL::bool, NULL::bool, n
                  FROM unnest(v_notices) AS n;

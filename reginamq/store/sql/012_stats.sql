@@ -1,25 +1,27 @@
--- Statistics: per-queue counters and gauges derived from the tables themselves, so they are
--- right whichever worker process or node served the traffic. A refresh (the elected stats
--- loop every few seconds, or POST /api/v1/stats/refresh) compares the tables with the
--- snapshot it kept last time and books the differences into the current time bucket:
---   pushed        partitions.last_offset advances
---   popped        cursors' last_delivered advances (first deliveries)
---   acked         cursors' committed advances (consumed: completed, dead-lettered or dropped)
---   failed        charged failures (cursors' retry_count increases; approximate)
---   dead_lettered rq_dlq rows by failed_at
--- and the gauges depth (what the queue-mode reader still has to read), lag (the largest
--- backlog of a named consumer group) and dlq_depth.
+-- Statistics: per-queue counters and gauges, the same whichever worker process or node served
+-- the traffic. The hot paths note what they moved, in the transaction that moves it, as one
+-- row per call and queue (rq_stats_notes): push the messages written and the partitions
+-- created, pop and ack per consumer group the messages
+--   popped        delivered for the first time
+--   acked         consumed: acknowledged (completed, dead-lettered or dropped), or delivered
+--                 with auto-ack
+--   failed        charged failures (one per delivery that failed)
+-- and how far the group's read position advanced (consumption, and also messages a pop
+-- skipped: expired by the ttl or deleted). A refresh (the elected stats loop every few
+-- seconds, or POST /api/v1/stats/refresh) sums the notes its snapshot sees into the current
+-- time bucket and the totals, then deletes exactly those notes (it runs in a REPEATABLE READ
+-- transaction: its DELETE cannot see a note committed after its snapshot, which stays for the
+-- next refresh). Dead letters are counted from rq_dlq by failed_at. Its cost is what moved,
+-- however many partitions the queues have.
 --
--- A full pass compares every cursor and recomputes the gauges over every partition: its cost
--- grows with the partitions (seconds at a million). An incremental refresh costs what moved:
--- it compares only the cursors the hot paths noted in rq_stats_touched, and adjusts the gauges
--- of the last refresh by what it booked (depth + pushed - the queue-mode reader's advance).
--- That is exact because a refresh reads one snapshot (it runs in a REPEATABLE READ
--- transaction): the gauges it leaves and the snapshots it remembers describe one instant, so
--- the next refresh's differences carry them forward. What moves the numbers without a touched
--- row (a seek, a group deleted, retention evicting unread messages or deleting partitions, a
--- crash emptying the unlogged touched table) waits for the next full pass, which the stats loop
--- runs at least every ten minutes (maintenance/stats.py).
+-- The gauges are depth (what the queue-mode reader still has to read), lag (the largest backlog
+-- of a named consumer group) and dlq_depth. A full pass counts depth and backlogs over every
+-- partition (seconds at a million); an incremental refresh carries the last values forward by
+-- what it booked (depth + pushed - the queue-mode reader's advance), exact because a refresh
+-- reads one snapshot. What moves a read position without a note (a seek, a group deleted,
+-- retention evicting unread messages or deleting partitions) corrects the gauges at the next
+-- full pass, which the stats loop runs at least every ten minutes (maintenance/stats.py); none
+-- of those is a count of the traffic.
 
 CREATE TABLE IF NOT EXISTS rq_stats (
     queue_id       bigint NOT NULL,
@@ -60,19 +62,6 @@ CREATE TABLE IF NOT EXISTS rq_stats_groups (
     PRIMARY KEY (queue_id, consumer_group)
 );
 
--- What the previous refresh saw.
-CREATE TABLE IF NOT EXISTS rq_stats_partitions (
-    partition_id  uuid PRIMARY KEY,
-    last_offset   bigint NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rq_stats_cursors (
-    partition_id    uuid NOT NULL,
-    consumer_group  text NOT NULL,
-    committed       bigint NOT NULL,
-    last_delivered  bigint NOT NULL,
-    retry_count     int NOT NULL,
-    PRIMARY KEY (partition_id, consumer_group)
-);
 CREATE TABLE IF NOT EXISTS rq_stats_state (
     id            int PRIMARY KEY CHECK (id = 1),
     dlq_until     timestamptz NOT NULL,
@@ -82,61 +71,31 @@ CREATE TABLE IF NOT EXISTS rq_stats_state (
 -- their cost (maintenance/stats.py).
 ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_at timestamptz;
 ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_seconds double precision;
--- Where the next refresh starts looking for written partitions (rq_stats_write_horizon); NULL
--- when the refresh was given none: the next one then looks 30 s before that refresh.
-ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS write_horizon timestamptz;
 
--- The instant every transaction of this database running now started at or after (this
--- instant when none runs), never more than p_max_seconds back; read before a refresh's
--- snapshot. A push that refresh cannot see yet either runs now or starts later, so its
--- partition's last_write_at (its lock instant, lagging by at most a second) is at most a
--- second older than this: the next refresh looks for written partitions from there instead of
--- a fixed margin, which at 1,000 new partitions a second read 35,000 partitions a refresh
--- where 7,000 had been written. A session this role may not see counts as p_max_seconds old.
-CREATE OR REPLACE FUNCTION rq_stats_write_horizon(p_max_seconds int) RETURNS timestamptz
-LANGUAGE sql VOLATILE AS $$
-    SELECT greatest(clock_timestamp() - make_interval(secs => p_max_seconds),
-                    least(clock_timestamp(),
-                          min(CASE WHEN a.state IS NULL THEN '-infinity'::timestamptz ELSE a.xact_start END)))
-    FROM pg_stat_activity a
-    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-      AND (a.state IS NULL OR (a.backend_type = 'client backend' AND a.xact_start IS NOT NULL))
-$$;
+-- Databases made before the notes: a refresh compared every partition and cursor the hot paths
+-- had touched with a snapshot of its own, four index operations per cursor in million-row
+-- tables. What those tables still held when the upgrade ran is not booked.
+DROP TABLE IF EXISTS rq_stats_partitions, rq_stats_cursors, rq_stats_touched;
+ALTER TABLE rq_stats_state DROP COLUMN IF EXISTS write_horizon;
 
--- Cursors the hot paths moved (committed, last_delivered or retry_count), for the next
--- incremental refresh: rq_pop and rq_ack note every cursor of a call in one statement
--- (rq_stats_touch), in the transaction that moves them. A refresh reads the rows its snapshot
--- sees and then deletes exactly those (a DELETE in its REPEATABLE READ snapshot cannot see rows
--- committed after it), so each row is read once and a move committed after the snapshot keeps
--- its row for the next refresh. No key: a cursor noted by several calls is several rows, read
--- as one. Rarer paths (a seek, a group deleted, retention) write nothing here: the full pass
--- books them. Unlogged: a crash loses only what the next full pass books anyway.
-CREATE UNLOGGED TABLE IF NOT EXISTS rq_stats_touched (
-    partition_id    uuid NOT NULL,
-    consumer_group  text NOT NULL
-);
--- Databases made before: rows were keyed by the writer's second and kept for two seconds after
--- it, for writers that found their key taken and wrote nothing (every refresh read them again).
-ALTER TABLE rq_stats_touched DROP CONSTRAINT IF EXISTS rq_stats_touched_pkey;
-ALTER TABLE rq_stats_touched DROP COLUMN IF EXISTS second;
-
--- plpgsql, not sql: its plan is kept for the session, a hot path does not plan it per call.
-CREATE OR REPLACE FUNCTION rq_stats_touch(p_partitions uuid[], p_groups text[]) RETURNS void
+-- A pop's or an ack's notes: one rq_stats_move per cursor it moved (001_schema.sql), summed per
+-- (queue, group) into one row each. plpgsql, not sql: its plan is kept for the session, a hot
+-- path does not plan it per call.
+CREATE OR REPLACE FUNCTION rq_stats_note(p_moves rq_stats_move[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO rq_stats_touched (partition_id, consumer_group)
-    SELECT t.pid, t.grp FROM unnest(p_partitions, p_groups) AS t(pid, grp);
+    INSERT INTO rq_stats_notes (queue_id, consumer_group, popped, acked, failed, advance)
+    SELECT m.queue_id, m.consumer_group, sum(m.popped), sum(m.acked), sum(m.failed), sum(m.advance)
+    FROM unnest(p_moves) m
+    GROUP BY m.queue_id, m.consumer_group;
 END;
 $$;
 
 -- One refresh: a full pass (p_full, its default, and always the first) or an incremental one
 -- (engine/stats.py runs it; the stats loop decides which, maintenance/stats.py). Serialised by
--- the lock of rq_stats_state, so two refreshes never book the same change twice. The very
--- first refresh of a database books history into the totals only, not into a bucket. Returns
--- the number of queues.
-DROP FUNCTION IF EXISTS rq_stats_refresh(int, int, bool);
-CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int, p_full bool DEFAULT true,
-                                            p_write_horizon timestamptz DEFAULT NULL)
+-- the lock of rq_stats_state, so two refreshes never book the same note twice. Returns the
+-- number of queues.
+CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int, p_full bool DEFAULT true)
 RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -144,14 +103,12 @@ DECLARE
     v_bucket    timestamptz;
     v_dlq_from  timestamptz;
     v_dlq_until timestamptz;
-    v_first     bool;
     v_full      bool;
     v_full_at   timestamptz;
     v_n         int;
-    v_written_since timestamptz;
 BEGIN
     -- One snapshot for everything below (see the top of this file). A READ COMMITTED caller
-    -- would get a snapshot per statement, and gauges that drift from the counters.
+    -- would get a snapshot per statement: notes deleted unread, gauges that drift.
     IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION 'rq_stats_refresh must run in a REPEATABLE READ transaction';
     END IF;
@@ -159,13 +116,9 @@ BEGIN
     -- takes none), so it is taken after the previous refresh committed. A caller that did not
     -- may hold a snapshot older than a refresh that committed while it waited: locking the
     -- state row then raises a serialization failure (retry with a fresh snapshot) instead of
-    -- booking that refresh's changes a second time; two first refreshes meet at the final insert.
+    -- booking that refresh's notes a second time; two first refreshes meet at the final insert.
     LOCK TABLE rq_stats_state IN EXCLUSIVE MODE;
-    SELECT s.dlq_until, s.full_at,
-           coalesce(s.write_horizon, s.refreshed_at - interval '30 seconds') - interval '1 second'
-    INTO v_dlq_from, v_full_at, v_written_since
-    FROM rq_stats_state s WHERE s.id = 1 FOR UPDATE;
-    v_first := NOT FOUND;
+    SELECT s.dlq_until, s.full_at INTO v_dlq_from, v_full_at FROM rq_stats_state s WHERE s.id = 1 FOR UPDATE;
     v_full := p_full OR v_full_at IS NULL;  -- an incremental refresh adjusts what a full pass left
     v_now := clock_timestamp();
     v_bucket := to_timestamp(floor(extract(epoch FROM v_now) / p_bucket_seconds) * p_bucket_seconds);
@@ -176,112 +129,17 @@ BEGIN
         v_dlq_until := v_dlq_from;
     END IF;
 
-    -- Per queue: counter deltas and the partitions seen for the first time; per reader (queue,
-    -- consumer group): how far its read position advanced, which an incremental refresh takes off
-    -- the depth and the backlogs; and the cursors that may have moved since the last refresh.
-    CREATE TEMP TABLE IF NOT EXISTS rq_stats_delta (
-        queue_id bigint, pushed bigint, popped bigint, acked bigint, failed bigint, dead bigint, partitions bigint
+    -- The notes summed per reader (queue, consumer group; NULL: the pushes) and the dead letters
+    -- since the last refresh, per queue.
+    CREATE TEMP TABLE IF NOT EXISTS rq_stats_noted (
+        queue_id bigint, consumer_group text, pushed bigint, partitions bigint, popped bigint, acked bigint,
+        failed bigint, advance bigint, dead bigint
     ) ON COMMIT DROP;
-    CREATE TEMP TABLE IF NOT EXISTS rq_stats_advanced (
-        queue_id bigint, consumer_group text, advance bigint
-    ) ON COMMIT DROP;
-    CREATE TEMP TABLE IF NOT EXISTS rq_stats_moved (
-        partition_id uuid, consumer_group text, committed bigint, last_delivered bigint, retry_count int
-    ) ON COMMIT DROP;
-
-    -- pushed: last_offset advances, read and remembered in one statement. Only partitions
-    -- written since the previous refresh can have advanced: last_write_at (which lags a write
-    -- by at most a second) finds them through its index, so a refresh does not read a million
-    -- idle partitions; the previous refresh's write horizon covers pushes committed late.
-    WITH snap AS MATERIALIZED (
-        SELECT p.id, p.queue_id, p.last_offset, s.last_offset AS prev
-        FROM rq_queues q
-        JOIN rq_partitions p ON p.queue_id = q.id
-        LEFT JOIN rq_stats_partitions s ON s.partition_id = p.id
-        WHERE s.last_offset IS DISTINCT FROM p.last_offset
-          AND (v_written_since IS NULL OR p.last_write_at >= v_written_since)
-    ), remembered AS (
-        INSERT INTO rq_stats_partitions AS s (partition_id, last_offset)
-        SELECT id, last_offset FROM snap
-        ON CONFLICT (partition_id) DO UPDATE SET last_offset = EXCLUDED.last_offset
-    )
-    INSERT INTO rq_stats_delta (queue_id, pushed, partitions)
-    SELECT queue_id, sum(greatest(last_offset - coalesce(prev, -1), 0)), count(*) FILTER (WHERE prev IS NULL)
-    FROM snap GROUP BY queue_id;
-
-    -- popped / acked / failed: cursor movements. The cursors that may have moved: every cursor
-    -- that differs from its snapshot (full pass), or every cursor in rq_stats_touched
-    -- (incremental: the rows this snapshot sees, once per cursor).
-    -- Two statements, not one with a condition in it: a plan shared by both modes would read
-    -- every cursor in an incremental refresh too.
-    IF v_full THEN
-        INSERT INTO rq_stats_moved
-        SELECT c.partition_id, c.consumer_group, c.committed, c.last_delivered, c.retry_count
-        FROM rq_consumers c
-        LEFT JOIN rq_stats_cursors s ON s.partition_id = c.partition_id AND s.consumer_group = c.consumer_group
-        WHERE s.partition_id IS NULL OR s.committed <> c.committed OR s.last_delivered <> c.last_delivered
-              OR s.retry_count <> c.retry_count;
-    ELSE
-        -- One index probe per touched cursor. As a plain join the planner hashed every cursor
-        -- of the database instead (100,000 read for 6,600 touched, at 100,000 partitions), and
-        -- a subquery with OFFSET 0 is never flattened into one.
-        INSERT INTO rq_stats_moved
-        SELECT t.partition_id, t.consumer_group, c.committed, c.last_delivered, c.retry_count
-        FROM (SELECT DISTINCT t.partition_id, t.consumer_group FROM rq_stats_touched t) t
-        CROSS JOIN LATERAL (SELECT c.committed, c.last_delivered, c.retry_count FROM rq_consumers c
-                            WHERE c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
-                            OFFSET 0) c;
-    END IF;
-    -- A cursor seen for the first time counts from the start of the log when it read from there
-    -- (queue mode, subscription "all"). Index probes per moved cursor, as above: hash joins here
-    -- read every partition and every cursor snapshot for a few thousand moved cursors.
-    WITH snap AS MATERIALIZED (
-        SELECT m.partition_id, m.consumer_group, p.queue_id, m.committed, m.last_delivered, m.retry_count,
-               s.committed AS prev_committed, s.last_delivered AS prev_delivered, s.retry_count AS prev_retry,
-               (m.consumer_group = '__QUEUE_MODE__' OR coalesce(g.subscription_mode, 'all') = 'all') AS from_start,
-               p.log_start, g.subscription_from
-        FROM rq_stats_moved m
-        CROSS JOIN LATERAL (SELECT p.queue_id, p.log_start FROM rq_partitions p WHERE p.id = m.partition_id
-                            OFFSET 0) p
-        LEFT JOIN LATERAL (SELECT s.partition_id, s.committed, s.last_delivered, s.retry_count
-                           FROM rq_stats_cursors s
-                           WHERE s.partition_id = m.partition_id AND s.consumer_group = m.consumer_group
-                           OFFSET 0) s ON true
-        LEFT JOIN rq_consumer_groups g ON g.queue_id = p.queue_id AND g.name = m.consumer_group
-        WHERE s.partition_id IS NULL OR s.committed <> m.committed OR s.last_delivered <> m.last_delivered
-              OR s.retry_count <> m.retry_count
-    ), remembered AS (
-        INSERT INTO rq_stats_cursors AS s (partition_id, consumer_group, committed, last_delivered, retry_count)
-        SELECT partition_id, consumer_group, committed, last_delivered, retry_count FROM snap
-        ON CONFLICT (partition_id, consumer_group) DO UPDATE
-            SET committed = EXCLUDED.committed, last_delivered = EXCLUDED.last_delivered,
-                retry_count = EXCLUDED.retry_count
-    ), advanced AS (
-        -- the read position as the gauges count it: the committed offset, or for a cursor not
-        -- seen before where the gauges counted it from (the start of the log, or the group's
-        -- subscription); never before the log start
-        INSERT INTO rq_stats_advanced (queue_id, consumer_group, advance)
-        SELECT queue_id, consumer_group,
-               sum(greatest(committed, log_start - 1)
-                   - greatest(coalesce(prev_committed,
-                                       CASE WHEN consumer_group = '__QUEUE_MODE__' THEN log_start - 1
-                                            ELSE rq_seed_cursor(partition_id, log_start, subscription_from) END),
-                              log_start - 1))
-        FROM snap
-        WHERE NOT v_full
-        GROUP BY queue_id, consumer_group
-    )
-    INSERT INTO rq_stats_delta (queue_id, popped, acked, failed)
-    SELECT queue_id,
-           sum(CASE WHEN prev_delivered IS NOT NULL THEN greatest(last_delivered - prev_delivered, 0)
-                    WHEN from_start THEN greatest(last_delivered - (log_start - 1), 0) ELSE 0 END),
-           sum(CASE WHEN prev_committed IS NOT NULL THEN greatest(committed - prev_committed, 0)
-                    WHEN from_start THEN greatest(committed - (log_start - 1), 0) ELSE 0 END),
-           sum(CASE WHEN prev_retry IS NULL OR retry_count < prev_retry THEN retry_count
-                    ELSE retry_count - prev_retry END)
-    FROM snap GROUP BY queue_id;
-
-    INSERT INTO rq_stats_delta (queue_id, dead)
+    INSERT INTO rq_stats_noted
+    SELECT n.queue_id, n.consumer_group, sum(n.pushed), sum(n.partitions), sum(n.popped), sum(n.acked),
+           sum(n.failed), sum(n.advance), 0
+    FROM rq_stats_notes n GROUP BY n.queue_id, n.consumer_group;
+    INSERT INTO rq_stats_noted (queue_id, dead)
     SELECT d.queue_id, count(*) FROM rq_dlq d
     WHERE (v_dlq_from IS NULL OR d.failed_at >= v_dlq_from) AND d.failed_at < v_dlq_until
     GROUP BY d.queue_id;
@@ -310,9 +168,9 @@ BEGIN
         UPDATE rq_stats_groups sg
         SET backlog = greatest(sg.backlog + m.n, 0)
         FROM (SELECT g.queue_id, g.consumer_group,
-                     coalesce((SELECT sum(d.pushed) FROM rq_stats_delta d WHERE d.queue_id = g.queue_id), 0)
-                     - coalesce((SELECT sum(a.advance) FROM rq_stats_advanced a
-                                 WHERE a.queue_id = g.queue_id AND a.consumer_group = g.consumer_group), 0) AS n
+                     coalesce((SELECT sum(n.pushed) FROM rq_stats_noted n WHERE n.queue_id = g.queue_id), 0)
+                     - coalesce((SELECT sum(n.advance) FROM rq_stats_noted n
+                                 WHERE n.queue_id = g.queue_id AND n.consumer_group = g.consumer_group), 0) AS n
               FROM rq_stats_groups g) m
         WHERE sg.queue_id = m.queue_id AND sg.consumer_group = m.consumer_group AND m.n <> 0;
     END IF;
@@ -320,10 +178,11 @@ BEGIN
     -- Gauges and counters per queue, then the bucket. A full pass counts the depth and the
     -- partitions over every partition; an incremental refresh carries the last values forward.
     WITH deltas AS (
-        SELECT d.queue_id, coalesce(sum(d.pushed), 0) AS pushed, coalesce(sum(d.popped), 0) AS popped,
-               coalesce(sum(d.acked), 0) AS acked, coalesce(sum(d.failed), 0) AS failed,
-               coalesce(sum(d.dead), 0) AS dead, coalesce(sum(d.partitions), 0) AS partitions
-        FROM rq_stats_delta d GROUP BY d.queue_id
+        SELECT n.queue_id, coalesce(sum(n.pushed), 0) AS pushed, coalesce(sum(n.popped), 0) AS popped,
+               coalesce(sum(n.acked), 0) AS acked, coalesce(sum(n.failed), 0) AS failed,
+               coalesce(sum(n.dead), 0) AS dead, coalesce(sum(n.partitions), 0) AS partitions,
+               coalesce(sum(n.advance) FILTER (WHERE n.consumer_group = '__QUEUE_MODE__'), 0) AS advance
+        FROM rq_stats_noted n GROUP BY n.queue_id
     ), gauges AS (
         SELECT q.id AS queue_id, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
                coalesce(d.acked, 0) AS acked, coalesce(d.failed, 0) AS failed, coalesce(d.dead, 0) AS dead,
@@ -334,10 +193,7 @@ BEGIN
                                   LEFT JOIN rq_consumers c ON c.partition_id = p.id
                                                           AND c.consumer_group = '__QUEUE_MODE__'
                                   WHERE p.queue_id = q.id), 0)
-                    ELSE greatest(coalesce(t.depth, 0) + coalesce(d.pushed, 0)
-                                  - coalesce((SELECT a.advance FROM rq_stats_advanced a
-                                              WHERE a.queue_id = q.id AND a.consumer_group = '__QUEUE_MODE__'), 0),
-                                  0)
+                    ELSE greatest(coalesce(t.depth, 0) + coalesce(d.pushed, 0) - coalesce(d.advance, 0), 0)
                END AS depth,
                coalesce((SELECT max(sg.backlog) FROM rq_stats_groups sg WHERE sg.queue_id = q.id), 0) AS lag,
                (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id) AS dlq_depth,
@@ -357,7 +213,7 @@ BEGIN
                                    dlq_depth)
         SELECT j.queue_id, v_bucket, j.pushed, j.popped, j.acked, j.failed, j.dead, j.depth, j.lag, j.dlq_depth
         FROM joined j
-        WHERE NOT v_first AND (j.moved OR j.pushed + j.popped + j.acked + j.failed + j.dead > 0)
+        WHERE j.moved OR j.pushed + j.popped + j.acked + j.failed + j.dead > 0
         ON CONFLICT (queue_id, bucket) DO UPDATE
             SET pushed = s.pushed + EXCLUDED.pushed, popped = s.popped + EXCLUDED.popped,
                 acked = s.acked + EXCLUDED.acked, failed = s.failed + EXCLUDED.failed,
@@ -377,28 +233,16 @@ BEGIN
             refreshed_at = EXCLUDED.refreshed_at;
     GET DIAGNOSTICS v_n = ROW_COUNT;
 
-    -- The touched rows this snapshot sees were read (an incremental refresh reads them all; a full
-    -- pass reads every cursor); rows committed since stay for the next refresh.
-    DELETE FROM rq_stats_touched;
-    -- Forget what belongs to deleted queues, partitions and cursors, and old buckets. The
-    -- snapshots are read in full for that, so only in a full pass and about every five minutes:
-    -- a leftover row until then costs nothing but its bytes.
+    -- The notes this snapshot sees were booked; those committed since stay for the next refresh.
+    -- Forget deleted queues and old buckets.
+    DELETE FROM rq_stats_notes;
     DELETE FROM rq_stats_totals t WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.id = t.queue_id);
-    IF v_full AND (v_full_at IS NULL
-                   OR floor(extract(epoch FROM v_now) / 300) <> floor(extract(epoch FROM v_full_at) / 300)) THEN
-        DELETE FROM rq_stats_partitions s
-        WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = s.partition_id);
-        DELETE FROM rq_stats_cursors s WHERE NOT EXISTS (
-            SELECT 1 FROM rq_consumers c WHERE c.partition_id = s.partition_id AND c.consumer_group = s.consumer_group);
-    END IF;
     DELETE FROM rq_stats s WHERE s.bucket < v_now - make_interval(secs => p_keep_seconds);
 
-    INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at, full_at, full_seconds, write_horizon)
-    VALUES (1, v_dlq_until, v_now, v_now, extract(epoch FROM clock_timestamp() - v_now),
-            p_write_horizon)
+    INSERT INTO rq_stats_state AS s (id, dlq_until, refreshed_at, full_at, full_seconds)
+    VALUES (1, v_dlq_until, v_now, v_now, extract(epoch FROM clock_timestamp() - v_now))
     ON CONFLICT (id) DO UPDATE
         SET dlq_until = EXCLUDED.dlq_until, refreshed_at = EXCLUDED.refreshed_at,
-            write_horizon = EXCLUDED.write_horizon,
             full_at = CASE WHEN v_full THEN EXCLUDED.full_at ELSE s.full_at END,
             full_seconds = CASE WHEN v_full THEN EXCLUDED.full_seconds ELSE s.full_seconds END;
     RETURN v_n;
