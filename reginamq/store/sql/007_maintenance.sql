@@ -183,18 +183,25 @@ BEGIN
     ), last AS (
         SELECT d.created_at, d.partition_id, d.base_offset FROM due d
         ORDER BY d.created_at DESC, d.partition_id DESC, d.base_offset DESC LIMIT 1
-    ), going AS (
-        SELECT d.partition_id, p.queue_id, max(d.end_offset) AS upto, min(r.done) AS done
-        FROM due d
-        -- one index probe per candidate (OFFSET 0 keeps it a nested loop): estimating the
-        -- walk's rows, the planner hashed the whole partition table instead
+    ), readers AS (
+        -- once per partition of the window (a partition written by several pushes holds several
+        -- of its segments): its queue's periods and how far its readers are done, by index
+        -- probes (OFFSET 0 keeps them a nested loop: estimating the walk's rows, the planner
+        -- hashed the whole partition table instead)
+        SELECT d.partition_id, p.queue_id, p.retention_seconds, p.max_wait_seconds, p.completed_retention_seconds,
+               r.done
+        FROM (SELECT DISTINCT d.partition_id FROM due d) d
         CROSS JOIN LATERAL (SELECT p.queue_id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds
                             FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id
                             WHERE p.id = d.partition_id OFFSET 0) p
         CROSS JOIN LATERAL rq_readers_done(d.partition_id, p.queue_id) r
-        WHERE rq_segment_goes(d.created_at, d.end_offset, p.retention_seconds, p.max_wait_seconds,
-                              p.completed_retention_seconds, r.done)
-        GROUP BY d.partition_id, p.queue_id
+    ), going AS (
+        SELECT d.partition_id, r.queue_id, max(d.end_offset) AS upto, r.done
+        FROM due d
+        JOIN readers r ON r.partition_id = d.partition_id
+        WHERE rq_segment_goes(d.created_at, d.end_offset, r.retention_seconds, r.max_wait_seconds,
+                              r.completed_retention_seconds, r.done)
+        GROUP BY d.partition_id, r.queue_id, r.done
     )
     SELECT (SELECT count(*) FROM due), l.created_at, l.partition_id, l.base_offset, g.pids, g.qids, g.uptos, g.dones
     INTO v_candidates, v_next_at, v_next_pid, v_next_base, v_pid, v_qid, v_upto, v_done
