@@ -21,7 +21,7 @@ from reginamq.engine.push import PushItem, execute, prepare
 from reginamq.engine.sealing import Sealer
 from reginamq.maintenance.stats import StatsLoop
 from tests.conftest import broker_with_clean_log, connection, create_database
-from tests.integration.helpers import ack, ack_batch, pop, push
+from tests.integration.helpers import ack, ack_batch, configure, pop, push
 
 TOTALS_SQL = ("SELECT t.pushed, t.popped, t.acked, t.failed, t.dead_lettered, t.depth, t.lag, t.dlq_depth, "
               "t.partitions FROM rq_stats_totals t JOIN rq_queues q ON q.id = t.queue_id WHERE q.name = $1")
@@ -137,6 +137,39 @@ async def test_a_pop_over_several_queues_notes_each_queue(own_http, own_db, queu
     keys = ("pushed", "popped", "acked", "depth", "partitions")
     assert [(await totals(own_db, name))[key] for name in (first, second) for key in keys] == [
         3, 3, 3, 0, 1, 6, 6, 6, 0, 2]
+
+
+async def test_messages_a_pop_skips_move_the_depth_and_count_as_nothing_consumed(own_http, own_db, queue):
+    """Expired messages leave the depth at the incremental refresh (the reader's position moved
+    past them) without counting as popped or acked; the full pass agrees."""
+    await configure(own_http, queue, {"ttl": 1})
+    await push(own_http, queue, "old-1", "old-2", partition="a")
+    await asyncio.sleep(1.3)
+    await push(own_http, queue, "fresh", partition="a")
+    await stats.refresh(own_db, full=True)
+    assert (await totals(own_db, queue))["depth"] == 3
+
+    assert [m["data"] for m in (await pop(own_http, queue, "a", autoAck=True))["messages"]] == ["fresh"]
+    await stats.refresh(own_db, full=False)
+    incremental = await totals(own_db, queue)
+    assert [incremental[key] for key in ("pushed", "popped", "acked", "depth")] == [3, 1, 1, 0]
+    await stats.refresh(own_db, full=True)
+    assert await totals(own_db, queue) == incremental
+
+
+async def test_every_charged_failure_counts_once_also_the_one_that_dead_letters(own_http, own_db, queue):
+    await configure(own_http, queue, {"retryLimit": 1, "retryDelay": 0, "deadLetterQueue": True,
+                                     "dlqAfterMaxRetries": True})
+    await push(own_http, queue, "m", partition="a")
+    for _ in range(2):  # the first failure spends the one retry, the second dead-letters the message
+        message = (await pop(own_http, queue, "a"))["messages"][0]
+        assert (await ack(own_http, message, "failed", error="x"))["success"]
+    assert await pop(own_http, queue, "a") is None
+    await asyncio.sleep(2.1)  # dead letters are counted a little behind the refresh's instant
+    await stats.refresh(own_db, full=False)
+    after = await totals(own_db, queue)
+    assert [after[key] for key in ("popped", "acked", "failed", "dead_lettered", "depth", "dlq_depth")] == [
+        1, 1, 2, 1, 0, 1]
 
 
 async def test_an_ack_committed_after_a_refresh_keeps_its_note_for_the_next(own_http, own_db, own_database, queue):

@@ -267,8 +267,10 @@ BEGIN
         -- acked: how far the cursor moved (a completion below commits the silent ones too), from
         -- the span's start when evicted messages lie between; failed: a charge of the budget
         v_acked := greatest(v_committed - greatest(v_cur.committed, v_cur.span_start - 1), 0);
-        v_moves := v_moves || ROW(v_queue.id, v_key.grp, 0, v_acked, CASE WHEN v_charged THEN 1 ELSE 0 END,
-                                  v_acked)::rq_stats_move;
+        IF v_acked > 0 OR v_charged THEN
+            v_moves := v_moves || ROW(v_queue.id, v_key.grp, 0, v_acked, CASE WHEN v_charged THEN 1 ELSE 0 END,
+                                      v_acked)::rq_stats_move;
+        END IF;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,
                v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false, NULL::text
