@@ -155,8 +155,13 @@ CREATE TABLE IF NOT EXISTS rq_stats_notes (
     popped          bigint NOT NULL DEFAULT 0,
     acked           bigint NOT NULL DEFAULT 0,
     failed          bigint NOT NULL DEFAULT 0,
-    advance         bigint NOT NULL DEFAULT 0
+    skipped         bigint NOT NULL DEFAULT 0
 );
--- What one pop or ack moved on one cursor, before rq_stats_note sums them into notes.
+-- The notes' first form carried the read position's advance, acked + skipped, summed twice.
+ALTER TABLE rq_stats_notes ADD COLUMN IF NOT EXISTS skipped bigint NOT NULL DEFAULT 0;
+ALTER TABLE rq_stats_notes DROP COLUMN IF EXISTS advance;
+-- What one pop or ack moved on one cursor, before rq_stats_note sums them into notes. A message
+-- the read position passes counts once, as acked (consumed) or skipped (a pop stepped over it:
+-- expired by the ttl, or deleted).
 CREATE TYPE rq_stats_move AS (queue_id bigint, consumer_group text, popped bigint, acked bigint, failed bigint,
-                              advance bigint);
+                              skipped bigint);

@@ -377,8 +377,7 @@ BEGIN
         -- consumed at once
         IF p_auto_ack OR v_to > v_cur.last_delivered THEN
             v_moves := v_moves || ROW(v_cand.qid, p_group, greatest(v_to - greatest(v_cur.last_delivered, v_from - 1), 0),
-                                      CASE WHEN p_auto_ack THEN v_to - v_from + 1 ELSE 0 END, 0,
-                                      CASE WHEN p_auto_ack THEN v_to - v_from + 1 ELSE 0 END)::rq_stats_move;
+                                      CASE WHEN p_auto_ack THEN v_to - v_from + 1 ELSE 0 END, 0, 0)::rq_stats_move;
         END IF;
         IF p_auto_ack THEN
             UPDATE rq_consumers c

@@ -105,7 +105,7 @@ BEGIN
     -- the span was consumed: its messages acked, the read position past them (the span starts
     -- right after the committed offset, or at the log start past evicted messages)
     SELECT array_agg(r.partition_id), array_agg(r.consumer_group),
-           coalesce(array_agg(ROW(r.queue_id, r.consumer_group, 0, r.n, 0, r.n)::rq_stats_move), '{}')
+           coalesce(array_agg(ROW(r.queue_id, r.consumer_group, 0, r.n, 0, 0)::rq_stats_move), '{}')
     INTO v_whole_pids, v_whole_grps, v_moves
     FROM released r;
 
@@ -269,7 +269,7 @@ BEGIN
         v_acked := greatest(v_committed - greatest(v_cur.committed, v_cur.span_start - 1), 0);
         IF v_acked > 0 OR v_charged THEN
             v_moves := v_moves || ROW(v_queue.id, v_key.grp, 0, v_acked, CASE WHEN v_charged THEN 1 ELSE 0 END,
-                                      v_acked)::rq_stats_move;
+                                      0)::rq_stats_move;
         END IF;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,

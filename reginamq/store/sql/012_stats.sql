@@ -6,8 +6,8 @@
 --   acked         consumed: acknowledged (completed, dead-lettered or dropped), or delivered
 --                 with auto-ack
 --   failed        charged failures (one per delivery that failed)
--- and how far the group's read position advanced (consumption, and also messages a pop
--- skipped: expired by the ttl or deleted). A refresh (the elected stats loop every few
+--   skipped       stepped over by a pop: expired by the ttl, or deleted
+-- so the group's read position advanced by acked + skipped. A refresh (the elected stats loop every few
 -- seconds, or POST /api/v1/stats/refresh) sums the notes its snapshot sees into the current
 -- time bucket and the totals, then deletes exactly those notes (it runs in a REPEATABLE READ
 -- transaction: its DELETE cannot see a note committed after its snapshot, which stays for the
@@ -84,8 +84,8 @@ ALTER TABLE rq_stats_state DROP COLUMN IF EXISTS write_horizon;
 CREATE OR REPLACE FUNCTION rq_stats_note(p_moves rq_stats_move[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO rq_stats_notes (queue_id, consumer_group, popped, acked, failed, advance)
-    SELECT m.queue_id, m.consumer_group, sum(m.popped), sum(m.acked), sum(m.failed), sum(m.advance)
+    INSERT INTO rq_stats_notes (queue_id, consumer_group, popped, acked, failed, skipped)
+    SELECT m.queue_id, m.consumer_group, sum(m.popped), sum(m.acked), sum(m.failed), sum(m.skipped)
     FROM unnest(p_moves) m
     GROUP BY m.queue_id, m.consumer_group;
 END;
@@ -137,7 +137,7 @@ BEGIN
     ) ON COMMIT DROP;
     INSERT INTO rq_stats_noted
     SELECT n.queue_id, n.consumer_group, sum(n.pushed), sum(n.partitions), sum(n.popped), sum(n.acked),
-           sum(n.failed), sum(n.advance), 0
+           sum(n.failed), sum(n.acked + n.skipped), 0
     FROM rq_stats_notes n GROUP BY n.queue_id, n.consumer_group;
     INSERT INTO rq_stats_noted (queue_id, dead)
     SELECT d.queue_id, count(*) FROM rq_dlq d
