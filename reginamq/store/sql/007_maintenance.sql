@@ -183,11 +183,12 @@ BEGIN
     ), last AS (
         SELECT d.created_at, d.partition_id, d.base_offset FROM due d
         ORDER BY d.created_at DESC, d.partition_id DESC, d.base_offset DESC LIMIT 1
-    ), readers AS (
+    ), readers AS MATERIALIZED (
         -- once per partition of the window (a partition written by several pushes holds several
         -- of its segments): its queue's periods and how far its readers are done, by index
         -- probes (OFFSET 0 keeps them a nested loop: estimating the walk's rows, the planner
-        -- hashed the whole partition table instead)
+        -- hashed the whole partition table instead). MATERIALIZED: inlined into `going`, the
+        -- probes ran once per segment of the window, not once per partition.
         SELECT d.partition_id, p.queue_id, p.retention_seconds, p.max_wait_seconds, p.completed_retention_seconds,
                r.done
         FROM (SELECT DISTINCT d.partition_id FROM due d) d
