@@ -51,12 +51,71 @@ async def test_completed_messages_are_deleted_after_the_completed_retention(http
     assert sorted(await consume_all(http, queue)) == list(range(30))
     assert await segments(db, queue) == 3
     assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
-    log_start = await db.fetchval("SELECT p.log_start FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
-                                  "WHERE q.name = $1", queue)
-    assert log_start == 30
+    # a prefix every reader consumed goes without writing the partition row: log_start stays,
+    # the first stored offset is past the deletion
+    assert await offsets(db, queue, "p") == {"log_start": 0, "first": 30, "last_offset": 29}
     # the partition goes on working past the deleted prefix
     await push(http, queue, "p", ["after"])
     assert await consume_all(http, queue) == ["after"]
+
+
+async def offsets(db, queue, partition) -> dict:
+    row = await db.fetchrow("SELECT p.log_start, rq_first_offset(p.id, p.log_start, p.last_offset) AS first, "
+                            "p.last_offset FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                            "WHERE q.name = $1 AND p.name = $2", queue, partition)
+    return dict(row)
+
+
+async def test_readers_new_to_a_consumed_and_deleted_prefix_start_at_the_first_stored_message(http, db, queue):
+    """Completed retention leaves log_start behind the deleted prefix. A reader that has no
+    cursor there yet (a new group, queue mode after groups alone read it, a seek to before the
+    log) starts at the first message still stored, its leases cover only stored messages (its
+    acks complete them), and the counts an operator sees hold what is stored. (No ttl: a pop
+    steps over expired messages, which would hide where a reader starts.)"""
+    await configure(http, queue, completedRetentionSeconds=1, ttl=0)
+    await push(http, queue, "p", [1, 2, 3])
+    assert await consume_all(http, queue, group="first") == [1, 2, 3]
+    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    await push(http, queue, "p", [4, 5])
+    assert await offsets(db, queue, "p") == {"log_start": 0, "first": 3, "last_offset": 4}
+
+    detail = (await http.get(f"/api/v1/resources/queues/{queue}")).json()
+    assert (detail["messages"], detail["pending"]) == (2, 2), detail
+    [partition] = detail["partitions"]
+    assert (partition["logStart"], partition["messages"], partition["pending"]) == (3, 2, 2), partition
+
+    async def leased_span(group) -> tuple:
+        return tuple(await db.fetchrow(
+            "SELECT c.span_start, c.span_end FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id "
+            "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1 AND c.consumer_group = $2",
+            queue, group or "__QUEUE_MODE__"))
+
+    async def read_stored(group) -> None:
+        """One pop: it leases exactly the stored messages (offsets 3 and 4); then they are acked."""
+        response = await http.get(f"/api/v1/pop/queue/{queue}", params={
+            "batch": 10, "wait": "false", **({"consumerGroup": group} if group else {})})
+        assert response.status_code == 200, (group, response.text)
+        messages = response.json()["messages"]
+        assert [m["data"] for m in messages] == [4, 5]
+        assert await leased_span(group) == (3, 4)
+        answer = await http.post("/api/v1/ack/batch", json={"consumerGroup": group, "acknowledgments": [
+            {"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"]}
+            for m in messages]})
+        assert all(r["success"] for r in answer.json())
+
+    await read_stored("second")  # a new group: subscription "all"
+    await read_stored(None)  # queue mode, never here before
+    assert await consume_all(http, queue, group="first") == [4, 5]
+    for group in ("second", "first"):
+        seek = await http.post(f"/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+                               json={"timestamp": "2000-01-01T00:00:00Z"})
+        assert seek.status_code == 200, seek.text
+        await read_stored(group)
+    # every lease was settled by the acks of what it delivered: each cursor is at the end
+    cursors = await db.fetch("SELECT c.consumer_group, c.committed, c.span_end FROM rq_consumers c "
+                             "JOIN rq_partitions p ON p.id = c.partition_id JOIN rq_queues q ON q.id = p.queue_id "
+                             "WHERE q.name = $1 ORDER BY 1", queue)
+    assert [tuple(c) for c in cursors] == [("__QUEUE_MODE__", 4, None), ("first", 4, None), ("second", 4, None)]
 
 
 async def test_unconsumed_messages_stay_under_completed_retention(http, db, queue):

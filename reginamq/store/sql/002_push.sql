@@ -133,7 +133,8 @@ BEGIN
             SELECT q.name, q.max_size, n.incoming,
                    (SELECT coalesce(sum(p.last_offset - greatest(p.log_start - 1,
                                         coalesce((SELECT min(c.committed) FROM rq_consumers c
-                                                  WHERE c.partition_id = p.id), p.log_start - 1))), 0)
+                                                  WHERE c.partition_id = p.id),
+                                                 rq_first_offset(p.id, p.log_start, p.last_offset) - 1))), 0)
                     FROM rq_partitions p WHERE p.queue_id = q.id) AS size
             FROM (SELECT t.qname, count(*) AS incoming FROM unnest(v_item_queues, v_fresh) AS t(qname, fresh)
                   WHERE t.fresh GROUP BY t.qname) n

@@ -3,15 +3,31 @@
 -- lease (shared by every partition of this call) or, with auto-ack, its cursor moves at once.
 -- Rows come back one per segment slice; the broker joins the stored fragments into the answer.
 
--- Where a cursor that does not exist yet starts (the group's durable subscription decides).
-CREATE OR REPLACE FUNCTION rq_seed_cursor(p_partition uuid, p_log_start bigint, p_from timestamptz)
+-- The first offset a partition still stores. log_start moves when retention deletes messages
+-- some reader had not consumed (eviction), and every cursor is kept at or past it; a prefix that
+-- every reader had consumed is deleted without moving it (rq_retention_delete: writing the
+-- partition row for each such deletion was most of retention's cost at a million partitions,
+-- where each deletion empties a partition of its own). So the stored segments may begin after
+-- log_start. No cursor is behind them (each had consumed them); a reader without a cursor, and
+-- a count of what a partition holds, find the first segment here: one index probe, only when
+-- log_start says the partition holds something.
+CREATE OR REPLACE FUNCTION rq_first_offset(p_partition uuid, p_log_start bigint, p_last_offset bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN p_from IS NULL THEN p_log_start - 1
-        ELSE coalesce((SELECT s.end_offset FROM rq_segments s
-                       WHERE s.partition_id = p_partition AND s.created_at < p_from
-                       ORDER BY s.base_offset DESC LIMIT 1), p_log_start - 1)
-    END
+    SELECT CASE WHEN p_last_offset < p_log_start THEN p_log_start
+                ELSE coalesce((SELECT s.base_offset FROM rq_segments s WHERE s.partition_id = p_partition
+                               ORDER BY s.base_offset LIMIT 1), p_last_offset + 1) END
+$$;
+
+-- Where a cursor that does not exist yet starts (the group's durable subscription decides):
+-- before the first stored message, or after the last segment pushed before its start instant.
+CREATE OR REPLACE FUNCTION rq_seed_cursor(p_partition uuid, p_log_start bigint, p_last_offset bigint,
+                                          p_from timestamptz)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(CASE WHEN p_from IS NOT NULL THEN
+                        (SELECT s.end_offset FROM rq_segments s
+                         WHERE s.partition_id = p_partition AND s.created_at < p_from
+                         ORDER BY s.base_offset DESC LIMIT 1) END,
+                    rq_first_offset(p_partition, p_log_start, p_last_offset) - 1)
 $$;
 
 -- Wildcard candidates without reading every partition of the queue (a queue may hold a
@@ -125,8 +141,8 @@ BEGIN
         candidates := '{}';
         RETURN;
     END IF;
-    -- One pass over the window: each partition row is read once, and its cursor only when the
-    -- partition holds something (most of a large swept queue is consumed and empty).
+    -- One pass over the window: each partition row is read once, and its cursor only when its
+    -- log_start says the partition holds something (an evicted partition does not).
     SELECT coalesce(array_agg(w.id ORDER BY w.queue_id, w.name), '{}'),
            array_agg(w.queue_id ORDER BY w.queue_id, w.name), array_agg(w.name ORDER BY w.queue_id, w.name),
            array_agg(w.last_offset >= w.log_start
@@ -135,6 +151,9 @@ BEGIN
                                      WHERE c.partition_id = w.id AND c.consumer_group = p_group
                                        AND (w.last_offset <= c.committed
                                             OR (c.span_end IS NOT NULL AND c.lease_expires_at > now())))
+                     -- a consumed prefix deleted without moving log_start: a reader new to a
+                     -- queue of emptied partitions would otherwise leave a cursor in each
+                     AND w.last_offset >= rq_first_offset(w.id, w.log_start, w.last_offset)
                      ORDER BY w.queue_id, w.name)
     INTO v_ids, v_queues, v_names, v_pending
     FROM (SELECT p.id, p.queue_id, p.name, p.last_offset, p.log_start, p.last_write_at FROM rq_partitions p
@@ -309,7 +328,7 @@ BEGIN
             -- uncommitted insert of the same cursor; one creates it, the others move on.
             CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended(v_cand.id::text || p_group, 0));
             INSERT INTO rq_consumers AS c (partition_id, consumer_group, committed)
-            VALUES (v_cand.id, p_group, rq_seed_cursor(v_cand.id, v_cand.log_start, v_sub_from))
+            VALUES (v_cand.id, p_group, rq_seed_cursor(v_cand.id, v_cand.log_start, v_cand.last_offset, v_sub_from))
             ON CONFLICT DO NOTHING
             RETURNING * INTO v_cur;
             CONTINUE WHEN NOT FOUND;
@@ -450,7 +469,9 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
         WHERE p_partition IS NULL
     )
     SELECT least(coalesce(sum(ready), 0), p_batch) FROM (
-        SELECT p.last_offset - greatest(p.log_start - 1, coalesce(c.committed, p.log_start - 1)) AS ready
+        SELECT p.last_offset - greatest(p.log_start - 1, coalesce(c.committed,
+                                                                rq_first_offset(p.id, p.log_start, p.last_offset) - 1))
+               AS ready
         FROM candidates k
         JOIN rq_partitions p ON p.id = k.id
         LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group

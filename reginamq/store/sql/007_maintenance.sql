@@ -85,9 +85,13 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Delete prefixes: of partition p_pid[i] (of queue p_qid[i], whose readers are done up to
--- p_done[i]) every segment up to offset p_upto[i] (a segment end). log_start moves past them
--- (never backwards), leases whose whole span went are released, and the worker's totals
--- count it. Returns what went, and when the oldest segment that went was created.
+-- p_done[i]) every segment up to offset p_upto[i] (a segment end), and count it in the worker's
+-- totals. Where that evicted messages some reader had not consumed, log_start moves past them
+-- (never backwards) and leases whose whole span went are released. A prefix every reader had
+-- consumed leaves the partition row alone: no cursor is behind it, and those that need the
+-- first stored offset find it (rq_first_offset). At a million partitions each deletion is in
+-- a partition of its own, and its row lock and log_start update were most of what retention
+-- cost. Returns what went, and when the oldest segment that went was created.
 CREATE OR REPLACE FUNCTION rq_retention_delete(p_pid uuid[], p_qid bigint[], p_upto bigint[], p_done bigint[],
                                                p_worker int)
 RETURNS TABLE (segments int, messages bigint, evicted bigint, oldest timestamptz)
@@ -101,15 +105,17 @@ DECLARE
     v_lost    bigint[];
     v_oldest  timestamptz;
 BEGIN
-    -- The same lock order as pushes (partition rows ascending), so no deadlock with them.
-    PERFORM 1 FROM rq_partitions WHERE id = ANY (p_pid) ORDER BY id FOR UPDATE;
+    -- Segments are deleted without the partition lock: a push only adds segments past the
+    -- partition's end, and a pop reads them in its snapshot. The due walks and the sweep run
+    -- one after the other and over disjoint ranges, so no two deletions meet.
     WITH gone AS (
         DELETE FROM rq_segments s USING unnest(p_pid, p_qid, p_upto, p_done) AS d(pid, qid, upto, done)
         WHERE s.partition_id = d.pid AND s.base_offset <= d.upto
         RETURNING s.partition_id, d.qid, s.base_offset, s.end_offset, s.created_at, d.done
     )
-    SELECT array_agg(w.pid), array_agg(w.qid), array_agg(w.upto), array_agg(w.n), array_agg(w.msgs),
-           array_agg(w.lost), min(w.oldest)
+    SELECT array_agg(w.pid ORDER BY w.pid), array_agg(w.qid ORDER BY w.pid), array_agg(w.upto ORDER BY w.pid),
+           array_agg(w.n ORDER BY w.pid), array_agg(w.msgs ORDER BY w.pid), array_agg(w.lost ORDER BY w.pid),
+           min(w.oldest)
     INTO v_pid, v_qid, v_upto, v_count, v_msgs, v_lost, v_oldest
     FROM (SELECT g.partition_id AS pid, g.qid, max(g.end_offset) AS upto, count(*)::int AS n,
                  sum(g.end_offset - g.base_offset + 1)::bigint AS msgs,
@@ -121,22 +127,25 @@ BEGIN
         RETURN QUERY SELECT 0, 0::bigint, 0::bigint, NULL::timestamptz;
         RETURN;
     END IF;
-    UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
-    FROM unnest(v_pid, v_upto) AS d(pid, upto)
-    WHERE p.id = d.pid;
-    -- A lease whose whole span was evicted covers nothing any more: release it, so the
-    -- group reads on at once instead of waiting for the lease to expire. Cursors are
-    -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
-    -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
-    -- Only eviction can do that: what every reader consumed lies before every lease.
     IF EXISTS (SELECT 1 FROM unnest(v_lost) l WHERE l > 0) THEN
+        -- The partitions locked in the pushes' order (ids ascending), so no cycle with them.
+        PERFORM 1 FROM rq_partitions p
+        WHERE p.id IN (SELECT d.pid FROM unnest(v_pid, v_lost) AS d(pid, lost) WHERE d.lost > 0)
+        ORDER BY p.id FOR UPDATE;
+        UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
+        FROM unnest(v_pid, v_upto, v_lost) AS d(pid, upto, lost)
+        WHERE p.id = d.pid AND d.lost > 0;
+        -- A lease whose whole span was evicted covers nothing any more: release it, so the
+        -- group reads on at once instead of waiting for the lease to expire. Cursors are
+        -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
+        -- a skipped lease just expires. The cursor stays where it was: nothing was consumed.
         UPDATE rq_consumers c
         SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
             acked_count = 0, stop_at = NULL, retry_charged = false
         WHERE c.ctid IN (
-            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto) AS d(pid, upto)
+            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto, v_lost) AS d(pid, upto, lost)
                                                 ON c2.partition_id = d.pid
-            WHERE c2.span_end <= d.upto
+            WHERE d.lost > 0 AND c2.span_end <= d.upto
             FOR UPDATE OF c2 SKIP LOCKED);
     END IF;
     INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
@@ -360,7 +369,6 @@ BEGIN
         SELECT p.id, p.queue_id
         FROM rq_partitions p
         WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
-          AND p.last_offset < p.log_start
           AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
           AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
           AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())

@@ -1,6 +1,7 @@
 -- Resources: what is in the queues, read with aggregate SQL and paged, never a whole table
 -- in the broker's memory. Offsets make depth arithmetic: a partition stores the messages
--- log_start..last_offset; a cursor has consumed everything <= committed.
+-- first..last_offset (first: rq_first_offset, log_start or past it); a cursor has consumed
+-- everything <= committed.
 --
 -- Queue-level pending ("worst cursor"): the messages the least advanced cursor of the
 -- partition has not committed, or its whole stored log when no one has read it yet (the
@@ -22,17 +23,16 @@ $$;
 
 -- Where a consumer group stands on a partition: its cursor, or, when it has not read the
 -- partition yet, where its durable subscription will seed the cursor (rq_seed_cursor):
--- no start instant (queue mode, 'all') = before the log; a partition last written before
--- the instant = at its end.
+-- no start instant (queue mode, 'all') = before the first stored message; a partition last
+-- written before the instant = at its end.
 CREATE OR REPLACE FUNCTION rq_effective_committed(
     p_partition uuid, p_log_start bigint, p_last_offset bigint, p_last_write_at timestamptz,
     p_committed bigint, p_sub_from timestamptz
 ) RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN p_committed IS NOT NULL THEN greatest(p_committed, p_log_start - 1)
-        WHEN p_sub_from IS NULL THEN p_log_start - 1
-        WHEN p_last_write_at IS NULL OR p_last_write_at < p_sub_from THEN p_last_offset
-        ELSE greatest(rq_seed_cursor(p_partition, p_log_start, p_sub_from), p_log_start - 1)
+        WHEN p_sub_from IS NOT NULL AND (p_last_write_at IS NULL OR p_last_write_at < p_sub_from) THEN p_last_offset
+        ELSE rq_seed_cursor(p_partition, p_log_start, p_last_offset, p_sub_from)
     END
 $$;
 
@@ -45,11 +45,12 @@ RETURNS TABLE (queues bigint, partitions bigint, namespaces bigint, tasks bigint
 LANGUAGE sql STABLE AS $$
     WITH parts AS (
         SELECT count(*) AS partitions,
-               coalesce(sum(greatest(p.last_offset - p.log_start + 1, 0)), 0)::bigint AS messages,
-               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, p.log_start - 1),
+               coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint AS messages,
+               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
                                                                 p.log_start - 1), 0)), 0)::bigint AS pending,
                max(p.last_write_at) AS last_write_at
         FROM rq_partitions p
+        CROSS JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f
         LEFT JOIN (SELECT partition_id, min(committed) AS done FROM rq_consumers GROUP BY partition_id) c
                ON c.partition_id = p.id
     )
@@ -90,11 +91,12 @@ LANGUAGE sql STABLE AS $$
           LIMIT p_limit OFFSET p_offset) q
     CROSS JOIN LATERAL (
         SELECT count(*) AS partitions,
-               coalesce(sum(greatest(p.last_offset - p.log_start + 1, 0)), 0)::bigint AS messages,
-               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, p.log_start - 1),
+               coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint AS messages,
+               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
                                                                 p.log_start - 1), 0)), 0)::bigint AS pending,
                max(p.last_write_at) AS last_write_at
         FROM rq_partitions p
+        CROSS JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f
         LEFT JOIN LATERAL (SELECT min(c.committed) AS done FROM rq_consumers c WHERE c.partition_id = p.id) c
                ON true
         WHERE p.queue_id = q.id
@@ -117,15 +119,16 @@ RETURNS TABLE (queue_name text, id uuid, name text, last_offset bigint, log_star
                last_write_at timestamptz, created_at timestamptz, messages bigint, pending bigint,
                cursors bigint, oldest_pending_at timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT y.queue_name, y.id, y.name, y.last_offset, y.log_start, y.last_write_at, y.created_at,
-           greatest(y.last_offset - y.log_start + 1, 0), y.pending, y.cursors,
+    SELECT y.queue_name, y.id, y.name, y.last_offset, y.first, y.last_write_at, y.created_at,
+           greatest(y.last_offset - y.first + 1, 0), y.pending, y.cursors,
            CASE WHEN y.pending > 0 THEN rq_message_created_at(y.id, y.last_offset - y.pending + 1) END
     FROM (
         SELECT x.*,
-               greatest(x.last_offset - greatest(coalesce(c.done, x.log_start - 1), x.log_start - 1), 0) AS pending,
+               greatest(x.last_offset - greatest(coalesce(c.done, x.first - 1), x.log_start - 1), 0) AS pending,
                coalesce(c.cursors, 0) AS cursors
         FROM (
-            SELECT q.name AS queue_name, p.id, p.name, p.last_offset, p.log_start, p.last_write_at, p.created_at
+            SELECT q.name AS queue_name, p.id, p.name, p.last_offset, p.log_start,
+                   rq_first_offset(p.id, p.log_start, p.last_offset) AS first, p.last_write_at, p.created_at
             FROM rq_queues q
             JOIN rq_partitions p ON p.queue_id = q.id
             WHERE (p_queue IS NULL OR q.name = p_queue)
@@ -157,11 +160,12 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT pq.name, count(DISTINCT pq.id),
            count(p.id),
-           coalesce(sum(greatest(p.last_offset - p.log_start + 1, 0)), 0)::bigint,
-           coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, p.log_start - 1),
+           coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint,
+           coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
                                                             p.log_start - 1), 0)), 0)::bigint
     FROM per_queue pq
     LEFT JOIN rq_partitions p ON p.queue_id = pq.id
+    LEFT JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f ON true
     LEFT JOIN LATERAL (SELECT min(c.committed) AS done FROM rq_consumers c WHERE c.partition_id = p.id) c
            ON true
     GROUP BY pq.name
@@ -176,7 +180,9 @@ RETURNS TABLE (partition_name text, pending bigint)
 LANGUAGE sql STABLE AS $$
     SELECT p.name,
            CASE
-               WHEN p_group IS NULL THEN greatest(p.last_offset - greatest(coalesce(w.done, p.log_start - 1),
+               WHEN p_group IS NULL THEN greatest(p.last_offset - greatest(coalesce(w.done,
+                                                                                    rq_first_offset(p.id, p.log_start,
+                                                                                                    p.last_offset) - 1),
                                                                            p.log_start - 1), 0)
                WHEN c.committed IS NULL AND g.name IS NULL AND p_group <> '__QUEUE_MODE__' THEN 0
                ELSE greatest(p.last_offset - rq_effective_committed(p.id, p.log_start, p.last_offset,

@@ -35,7 +35,7 @@ LANGUAGE sql STABLE AS $$
                           WHERE g.queue_id = p.queue_id AND g.name = c.consumer_group)
     )
     SELECT pr.queue_id, q.name, pr.name, pr.subscription_mode, pr.subscription_from, pr.created_at,
-           p.id, p.name, p.last_offset, p.log_start, c.committed,
+           p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset), c.committed,
            rq_effective_committed(p.id, p.log_start, p.last_offset, p.last_write_at, c.committed,
                                   pr.subscription_from),
            c.lease_id, c.lease_expires_at, c.span_start, c.span_end
@@ -116,7 +116,7 @@ BEGIN
         FROM rq_partitions p
         CROSS JOIN LATERAL (
             SELECT CASE WHEN p_to_end THEN p.last_offset
-                        ELSE greatest(rq_seed_cursor(p.id, p.log_start, p_at), p.log_start - 1) END AS pos
+                        ELSE rq_seed_cursor(p.id, p.log_start, p.last_offset, p_at) END AS pos
         ) t
         WHERE p.queue_id = v_queue_id
         ORDER BY p.id

@@ -26,7 +26,7 @@ CREATE OR REPLACE FUNCTION rq_messages_page(
 LANGUAGE sql STABLE AS $$
     WITH parts AS MATERIALIZED (
         SELECT p.id, p.name, p.log_start, c.span_start, c.span_end, c.lease_expires_at,
-               coalesce(c.committed, rq_seed_cursor(p.id, p.log_start, g.subscription_from)) AS done
+               coalesce(c.committed, rq_seed_cursor(p.id, p.log_start, p.last_offset, g.subscription_from)) AS done
         FROM rq_queues q
         JOIN rq_partitions p ON p.queue_id = q.id
         LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
@@ -77,7 +77,8 @@ RETURNS TABLE (queue_name text, partition_name text, message_offset bigint, crea
                status text, payload bytea, dead_groups text[])
 LANGUAGE sql STABLE AS $$
     WITH hit AS (
-        SELECT q.name AS qname, q.id AS qid, p.name AS pname, p.log_start, s.base_offset + m.pos - 1 AS off,
+        SELECT q.name AS qname, q.id AS qid, p.name AS pname, p.log_start, p.last_offset,
+               s.base_offset + m.pos - 1 AS off,
                s.created_at, s.payloads[m.pos] AS payload
         FROM rq_partitions p
         JOIN rq_queues q ON q.id = p.queue_id
@@ -92,7 +93,8 @@ LANGUAGE sql STABLE AS $$
     SELECT h.qname, h.pname, h.off, h.created_at,
            CASE WHEN EXISTS (SELECT 1 FROM rq_dlq d WHERE d.partition_id = p_partition
                                AND d.message_offset = h.off AND d.consumer_group = p_group) THEN 'dead'
-                WHEN h.off <= coalesce(c.committed, rq_seed_cursor(p_partition, h.log_start, g.subscription_from))
+                WHEN h.off <= coalesce(c.committed, rq_seed_cursor(p_partition, h.log_start, h.last_offset,
+                                                                   g.subscription_from))
                     THEN 'completed'
                 WHEN c.span_end IS NOT NULL AND c.lease_expires_at > now()
                      AND h.off BETWEEN c.span_start AND c.span_end THEN 'leased'
@@ -265,14 +267,15 @@ LANGUAGE sql AS $$
     SELECT count(*)::int FROM gone
 $$;
 
--- Forget tombstones no pop can reach any more (below log_start, or of a deleted partition).
+-- Forget tombstones no pop can reach any more (before the first stored message, or of a
+-- deleted partition).
 CREATE OR REPLACE FUNCTION rq_deleted_purge_step(p_limit int) RETURNS int
 LANGUAGE sql AS $$
     WITH gone AS (
         DELETE FROM rq_deleted x WHERE ctid IN (
             SELECT x2.ctid FROM rq_deleted x2
             LEFT JOIN rq_partitions p ON p.id = x2.partition_id
-            WHERE p.id IS NULL OR x2.message_offset < p.log_start
+            WHERE p.id IS NULL OR x2.message_offset < rq_first_offset(p.id, p.log_start, p.last_offset)
             LIMIT p_limit)
         RETURNING 1
     )

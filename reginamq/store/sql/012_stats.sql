@@ -154,8 +154,9 @@ BEGIN
         JOIN rq_partitions p ON p.queue_id = g.queue_id
         LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = g.name
         CROSS JOIN LATERAL (
-            SELECT greatest(p.last_offset - greatest(coalesce(c.committed, rq_seed_cursor(p.id, p.log_start,
-                                                                                           g.subscription_from)),
+            SELECT greatest(p.last_offset - greatest(coalesce(c.committed,
+                                                              rq_seed_cursor(p.id, p.log_start, p.last_offset,
+                                                                             g.subscription_from)),
                                                      p.log_start - 1), 0) AS n
         ) b
         GROUP BY g.queue_id, g.name;
@@ -187,8 +188,11 @@ BEGIN
         SELECT q.id AS queue_id, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
                coalesce(d.acked, 0) AS acked, coalesce(d.failed, 0) AS failed, coalesce(d.dead, 0) AS dead,
                CASE WHEN v_full THEN
-                        coalesce((SELECT sum(greatest(p.last_offset - greatest(coalesce(c.committed, p.log_start - 1),
-                                                                               p.log_start - 1), 0))
+                        coalesce((SELECT sum(greatest(p.last_offset
+                                                      - greatest(coalesce(c.committed,
+                                                                          rq_first_offset(p.id, p.log_start,
+                                                                                          p.last_offset) - 1),
+                                                                 p.log_start - 1), 0))
                                   FROM rq_partitions p
                                   LEFT JOIN rq_consumers c ON c.partition_id = p.id
                                                           AND c.consumer_group = '__QUEUE_MODE__'
