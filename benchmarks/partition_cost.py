@@ -124,7 +124,7 @@ async def retention_walk_seconds(database_url: str, workers: int) -> float:
         try:
             position = start
             while position is not None:
-                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0)
+                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0, 0)
                 position = row["next_from"]
         finally:
             await conn.close()

@@ -177,7 +177,7 @@ async def test_each_worker_deletes_only_in_its_own_range(own_db, queue):
         # 80 random ids give a quarter range ~20 of them (fewer than 3: odds below one in a million);
         # a window of 2 partitions per step makes that several steps
         while position is not None:
-            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 1)", position, end)
+            row = await own_db.fetchrow("SELECT * FROM rq_retention_step($1, $2, 2, 1000, 1, 0)", position, end)
             position, steps = row["next_from"], steps + 1
             # how late the walk runs: a minute-old segment of a queue keeping them a second
             assert row["overdue"] >= 55 if row["segments"] else row["overdue"] == 0, dict(row)
@@ -235,6 +235,14 @@ async def due_step(db, period: int, position, window: int):
                              period, *position, window, DUE_WORKER)
 
 
+async def sweep(db, grace: float) -> None:
+    """One whole sweep of every partition, in one worker's steps, with this grace."""
+    position = uuid.UUID(int=0)
+    while position is not None:
+        position = (await db.fetchrow("SELECT * FROM rq_retention_step($1, NULL, 1000, 1000, 0, $2)",
+                                      position, grace))["next_from"]
+
+
 def start_of(year: int):
     """A due walk's position before every segment created after ``year``."""
     return datetime.datetime(year, 12, 31, tzinfo=datetime.UTC), uuid.UUID(int=0), -1
@@ -287,13 +295,23 @@ async def test_a_segment_the_due_walk_passed_goes_with_the_sweep_once_consumed(o
         await own_db.execute("UPDATE rq_consumers SET committed = 9 WHERE partition_id = $1", partition)
         row = await due_step(own_db, 3600, after(row), 1)
         assert await kept_segments(own_db, partition) == [0]  # passed: the walk does not look back
-        position = uuid.UUID(int=0)
-        while position is not None:
-            position = (await own_db.fetchrow("SELECT * FROM rq_retention_step($1, NULL, 1000, 1000, 0)",
-                                              position))["next_from"]
+        await sweep(own_db, 0)
         assert await kept_segments(own_db, partition) == []
         # consumed by every reader: the partition row is not written
         assert (await log_start(own_db, partition), await first_offset(own_db, partition)) == (0, 10)
+
+
+async def test_the_sweep_leaves_what_fell_due_within_its_grace_to_the_walks(own_db, queue):
+    """A segment that fell due 20 s ago is the walks' for a grace of a minute: the sweep does
+    not look at its partition; without the grace it deletes it."""
+    async with retention_lease(own_db):
+        qid = await add_queue(own_db, queue, '{"retentionEnabled": true, "retentionSeconds": 10}')
+        partition = await add_partition(own_db, qid)
+        await add_segment(own_db, partition, 0, 4, await own_db.fetchval("SELECT (now() - interval '30 s')::text"))
+        await sweep(own_db, 60)
+        assert await kept_segments(own_db, partition) == [0]
+        await sweep(own_db, 0)
+        assert await kept_segments(own_db, partition) == []
 
 
 async def test_a_due_segment_takes_the_older_segments_of_its_partition_along(own_db, queue):

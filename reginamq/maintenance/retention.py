@@ -16,10 +16,13 @@ runs a round. A round has two parts:
   share is what the load pushed in an interval. The walks take at most half a round
   (``WALKS_SHARE_OF_ROUND``), so the sweep always gets its turn.
 - **The sweep** deletes what the walks passed: segments whose readers caught up after their
-  time, and segments committed after a walk had passed their creation time. ``parallelism``
+  time, and segments committed after a walk had passed their creation time. It leaves to the
+  walks a partition whose oldest segment fell due less than a walk period ago (at a million
+  partitions each pass met every partition fallen due since the last walk, which the next
+  walk deletes anyway). ``parallelism``
   workers at once, each over its own contiguous range of partition ids (ids are random
   UUIDs, so the ranges hold about the same number of partitions and never overlap: two
-  workers never lock the same partition), each walking the partitions of its range that hold
+  workers never delete in the same partition), each walking the partitions of its range that hold
   segments in bounded steps (``rq_retention_step``: a window of such partitions, at most
   ``STEP_ROWS`` segments deleted, one short transaction). A worker that runs out of round
   time resumes where it stopped in the next round; one that finished its range starts the
@@ -58,11 +61,12 @@ log = logging.getLogger("reginamq.retention")
 
 STEP_ROWS = 1_000
 WINDOW_PARTITIONS = 1_000
-# Segments a due-walk step reads. A step costs a probe, a lock and a log_start update per
-# partition it touches; where every partition is written for a second and then left (a million
-# partitions, 1,000 active), a window of 1,000 segments (50 ms of a 20,000 msg/s load) met each
-# partition in twenty steps; 10,000 meets it in one or two (the walk took half the time on
-# such a load and a third on 200 partitions: docs/benchmarks.md, "Retention's due walk").
+# Segments a due-walk step reads. A step looks up, deletes from and counts each partition of
+# its window once, so where partitions are written all the time a larger window shares that
+# among more of their segments: at 200 partitions and 20,000 msg/s, 50 segments a partition
+# instead of 5, and the walk took 40% less time (docs/benchmarks.md, "Retention without a
+# partition write per deletion"). Where each partition holds one segment (a million
+# partitions, each written for a second) it saves 13%.
 DUE_WINDOW = 10_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
@@ -72,7 +76,7 @@ WALKS_SHARE_OF_ROUND = 0.5
 WALK_INTERVALS = 12
 WALK_SHARE = 0.25
 IDLE_WINDOW = 1_000
-STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5)"
+STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5, $6)"
 DUE_SQL = "SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)"
 PERIODS_SQL = "SELECT rq_retention_periods()"
 IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
@@ -169,7 +173,7 @@ class RetentionLoop(leader.ElectedLoop):
         while time.monotonic() < deadline:
             began = time.monotonic()
             row = await self._run(lambda conn: conn.fetchrow(
-                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker))
+                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker, self._walk_period))
             for key in STEP_COUNTERS:
                 counts[key] += row[key]
             if row["next_from"] is None:

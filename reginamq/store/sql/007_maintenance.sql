@@ -236,13 +236,17 @@ $$;
 -- a step looks at the next p_window partitions of its range that hold segments, from p_from
 -- on, and returns where the next step starts (NULL: the range is done, start over) and how
 -- overdue the oldest segment it deleted was (the loop paces light steps only while that
--- stays under a walk period). Partitions without segments are never visited: they are found
+-- stays under a walk period). It leaves alone the partitions whose oldest segment fell due
+-- less than p_grace seconds ago: the walks delete those within a round or two, and at a
+-- million partitions a sweep met every partition fallen due since the last walk (one segment
+-- each), doing the walks' work twice over. Partitions
+-- without segments are never visited: they are found
 -- by skipping through the segments' primary key (one index probe per partition that holds
 -- data), so a sweep costs what the retained data costs, not what the partition count costs.
 -- Segments go oldest first per partition, at most p_limit per step; the scan of a partition
 -- stops at the first segment that stays.
 CREATE OR REPLACE FUNCTION rq_retention_step(
-    p_from uuid, p_upper uuid, p_window int, p_limit int, p_worker int
+    p_from uuid, p_upper uuid, p_window int, p_limit int, p_worker int, p_grace float8
 ) RETURNS TABLE (segments int, messages bigint, evicted bigint, next_from uuid, overdue float8)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -281,9 +285,9 @@ BEGIN
         v_ids := v_ids[1:p_window];
     END IF;
     -- A partition whose oldest segment is younger than the shortest retention period has
-    -- nothing to delete: its row and readers are not looked at (most partitions holding data
-    -- hold only young data).
-    v_cut := now() - make_interval(secs => (SELECT (rq_retention_periods())[1]));
+    -- nothing to delete (most partitions holding data hold only young data), and one that fell
+    -- due within the grace is the walks': their rows and readers are not looked at.
+    v_cut := now() - make_interval(secs => (SELECT (rq_retention_periods())[1]) + p_grace);
     v_ids := ARRAY(SELECT t.id FROM unnest(v_ids, v_oldest[1:cardinality(v_ids)]) AS t(id, created_at)
                    WHERE t.created_at < v_cut ORDER BY t.id);
 
@@ -327,7 +331,7 @@ BEGIN
 
     RETURN QUERY SELECT r.segments, r.messages, r.evicted, v_next,
                         -- seconds the oldest deleted segment outlived the shortest retention
-                        -- period (0: nothing deleted): a sweep running late shows here
+                        -- period and the grace (0: nothing deleted): a sweep running late shows here
                         greatest(coalesce(extract(epoch FROM v_cut - r.oldest), 0), 0)::float8
                  FROM rq_retention_delete(v_pid, v_qid, v_upto, v_done, p_worker) r;
 END;
