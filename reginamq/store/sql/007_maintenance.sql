@@ -107,7 +107,8 @@ DECLARE
 BEGIN
     -- Segments are deleted without the partition lock: a push only adds segments past the
     -- partition's end, and a pop reads them in its snapshot. The due walks and the sweep run
-    -- one after the other and over disjoint ranges, so no two deletions meet.
+    -- one after the other and the sweep's workers over disjoint ranges, so no two retention
+    -- deletions meet.
     WITH gone AS (
         DELETE FROM rq_segments s USING unnest(p_pid, p_qid, p_upto, p_done) AS d(pid, qid, upto, done)
         WHERE s.partition_id = d.pid AND s.base_offset <= d.upto
@@ -239,10 +240,10 @@ $$;
 -- stays under a walk period). It leaves alone the partitions whose oldest segment fell due
 -- less than p_grace seconds ago: the walks delete those within a round or two, and at a
 -- million partitions a sweep met every partition fallen due since the last walk (one segment
--- each), doing the walks' work twice over. Partitions
--- without segments are never visited: they are found
--- by skipping through the segments' primary key (one index probe per partition that holds
--- data), so a sweep costs what the retained data costs, not what the partition count costs.
+-- each), doing the walks' work twice over. Partitions without segments are never visited:
+-- they are found by skipping through the segments' primary key (one index probe per partition
+-- that holds data), so a sweep costs what the retained data costs, not what the partition
+-- count costs.
 -- Segments go oldest first per partition, at most p_limit per step; the scan of a partition
 -- stops at the first segment that stays.
 CREATE OR REPLACE FUNCTION rq_retention_step(
