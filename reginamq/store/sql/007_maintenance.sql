@@ -97,13 +97,14 @@ CREATE OR REPLACE FUNCTION rq_retention_delete(p_pid uuid[], p_qid bigint[], p_u
 RETURNS TABLE (segments int, messages bigint, evicted bigint, oldest timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_pid     uuid[];
     v_qid     bigint[];
-    v_upto    bigint[];
     v_count   int[];
     v_msgs    bigint[];
     v_lost    bigint[];
     v_oldest  timestamptz;
+    -- the partitions where messages were evicted, and the end of each one's deleted prefix
+    v_evicted_pid   uuid[];
+    v_evicted_upto  bigint[];
 BEGIN
     -- Segments are deleted without the partition lock: a push only adds segments past the
     -- partition's end, and a pop reads them in its snapshot. The due walks and the sweep run
@@ -114,28 +115,25 @@ BEGIN
         WHERE s.partition_id = d.pid AND s.base_offset <= d.upto
         RETURNING s.partition_id, d.qid, s.base_offset, s.end_offset, s.created_at, d.done
     )
-    SELECT array_agg(w.pid ORDER BY w.pid), array_agg(w.qid ORDER BY w.pid), array_agg(w.upto ORDER BY w.pid),
-           array_agg(w.n ORDER BY w.pid), array_agg(w.msgs ORDER BY w.pid), array_agg(w.lost ORDER BY w.pid),
-           min(w.oldest)
-    INTO v_pid, v_qid, v_upto, v_count, v_msgs, v_lost, v_oldest
+    SELECT array_agg(w.qid), array_agg(w.n), array_agg(w.msgs), array_agg(w.lost), min(w.oldest),
+           array_agg(w.pid) FILTER (WHERE w.lost > 0), array_agg(w.upto) FILTER (WHERE w.lost > 0)
+    INTO v_qid, v_count, v_msgs, v_lost, v_oldest, v_evicted_pid, v_evicted_upto
     FROM (SELECT g.partition_id AS pid, g.qid, max(g.end_offset) AS upto, count(*)::int AS n,
                  sum(g.end_offset - g.base_offset + 1)::bigint AS msgs,
                  -- messages some reader had not consumed: evicted
                  sum(greatest(g.end_offset - greatest(g.base_offset - 1, coalesce(g.done, -1)), 0))::bigint AS lost,
                  min(g.created_at) AS oldest
           FROM gone g GROUP BY g.partition_id, g.qid) w;
-    IF v_pid IS NULL THEN
+    IF v_qid IS NULL THEN
         RETURN QUERY SELECT 0, 0::bigint, 0::bigint, NULL::timestamptz;
         RETURN;
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(v_lost) l WHERE l > 0) THEN
+    IF v_evicted_pid IS NOT NULL THEN
         -- The partitions locked in the pushes' order (ids ascending), so no cycle with them.
-        PERFORM 1 FROM rq_partitions p
-        WHERE p.id IN (SELECT d.pid FROM unnest(v_pid, v_lost) AS d(pid, lost) WHERE d.lost > 0)
-        ORDER BY p.id FOR UPDATE;
+        PERFORM 1 FROM rq_partitions p WHERE p.id = ANY (v_evicted_pid) ORDER BY p.id FOR UPDATE;
         UPDATE rq_partitions p SET log_start = greatest(p.log_start, d.upto + 1)
-        FROM unnest(v_pid, v_upto, v_lost) AS d(pid, upto, lost)
-        WHERE p.id = d.pid AND d.lost > 0;
+        FROM unnest(v_evicted_pid, v_evicted_upto) AS d(pid, upto)
+        WHERE p.id = d.pid;
         -- A lease whose whole span was evicted covers nothing any more: release it, so the
         -- group reads on at once instead of waiting for the lease to expire. Cursors are
         -- never waited for (SKIP LOCKED: an ack holding one may be about to lock partitions);
@@ -144,9 +142,9 @@ BEGIN
         SET span_start = NULL, span_end = NULL, lease_id = NULL, lease_expires_at = NULL,
             acked_count = 0, stop_at = NULL, retry_charged = false
         WHERE c.ctid IN (
-            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_pid, v_upto, v_lost) AS d(pid, upto, lost)
+            SELECT c2.ctid FROM rq_consumers c2 JOIN unnest(v_evicted_pid, v_evicted_upto) AS d(pid, upto)
                                                 ON c2.partition_id = d.pid
-            WHERE d.lost > 0 AND c2.span_end <= d.upto
+            WHERE c2.span_end <= d.upto
             FOR UPDATE OF c2 SKIP LOCKED);
     END IF;
     INSERT INTO rq_retention_totals AS t (queue_id, worker, segments, messages, evicted)
