@@ -164,3 +164,30 @@ async def test_extend_released_lease_is_success_false(http, queue):
     response = await http.post(f"/api/v1/lease/{body['leaseId']}/extend", json={"seconds": 10})
     assert response.status_code == 200
     assert response.json()["success"] is False
+
+
+async def test_only_a_lease_pop_commits_without_waiting_for_the_disk(http, queue, db):
+    """rq_pop turns synchronous_commit off for its own transaction when all it wrote is a lease:
+    a crash can only forget the lease (its messages come again, as after an expiry). A group's
+    first pop fixes where its subscription starts and an auto-ack pop consumes what it
+    delivers: both wait for the disk, and so does a pop that delivered nothing."""
+    for partition in ("a", "b", "c"):
+        await push(http, queue, partition, partition=partition)
+
+    async def pop_in_transaction(group: str, auto_ack: bool) -> tuple[list[str], str]:
+        async with db.transaction():
+            rows = await db.fetch(
+                "SELECT partition_name FROM rq_pop($1, NULL, NULL, NULL, $2, 1, 1, $3, 0, gen_random_uuid(),"
+                " 'all', NULL, NULL, NULL, true, '{}', NULL, true) WHERE partition_id IS NOT NULL",
+                queue, group, auto_ack)
+            return [row[0] for row in rows], await db.fetchval("SELECT current_setting('synchronous_commit')")
+
+    first, mode = await pop_in_transaction("g", auto_ack=False)
+    assert len(first) == 1 and mode == "on"  # registered the group's subscription
+    second, mode = await pop_in_transaction("g", auto_ack=False)
+    assert len(second) == 1 and second != first and mode == "off"  # a lease, nothing else
+    third, mode = await pop_in_transaction("g", auto_ack=True)
+    assert len(third) == 1 and third[0] not in first + second and mode == "on"  # consumed at once
+    assert await pop_in_transaction("g", auto_ack=False) == ([], "on")  # all three are taken
+    delivered, mode = await pop_in_transaction("__QUEUE_MODE__", auto_ack=False)
+    assert len(delivered) == 1 and mode == "off"  # queue mode registers nothing
