@@ -167,8 +167,9 @@ async def test_extend_released_lease_is_success_false(http, queue):
 
 
 async def test_only_a_lease_pop_commits_without_waiting_for_the_disk(http, queue, db):
-    """rq_pop turns synchronous_commit off for its own transaction when all it wrote is a lease:
-    a crash can only forget the lease (its messages come again, as after an expiry). A group's
+    """rq_pop turns synchronous_commit off for its own transaction when it granted leases and
+    registered no subscription: a crash can only forget the leases (their messages come again,
+    as after an expiry) and cursors the next pop creates again. A group's
     first pop fixes where its subscription starts and an auto-ack pop consumes what it
     delivers: both wait for the disk, and so does a pop that delivered nothing."""
     for partition in ("a", "b", "c"):
