@@ -19,12 +19,12 @@ runs a round. A round has two parts:
   time, and segments committed after a walk had passed their creation time. It leaves to the
   walks a partition whose oldest segment fell due less than a walk period ago (at a million
   partitions each pass met every partition fallen due since the last walk, which the next
-  walk deletes anyway). ``parallelism``
-  workers at once, each over its own contiguous range of partition ids (ids are random
-  UUIDs, so the ranges hold about the same number of partitions and never overlap: two
-  workers never delete in the same partition), each walking the partitions of its range that hold
-  segments in bounded steps (``rq_retention_step``: a window of such partitions, at most
-  ``STEP_ROWS`` segments deleted, one short transaction). A worker that runs out of round
+  walk deletes anyway). ``parallelism`` workers at once, each over its own contiguous range
+  of partition ids (ids are random UUIDs, so the ranges hold about the same number of
+  partitions and never overlap: two workers never delete in the same partition), each
+  walking the partitions of its range that hold segments in bounded steps
+  (``rq_retention_step``: a window of such partitions, at most ``STEP_ROWS`` segments
+  deleted, one short transaction). A worker that runs out of round
   time resumes where it stopped in the next round; one that finished its range starts the
   next sweep of it only ``WALK_INTERVALS`` intervals after it started the last one. A sweep
   that keeps up is paced: after its steps a worker rests so that the sweep, all workers
