@@ -329,6 +329,37 @@ async def test_a_due_segment_takes_the_older_segments_of_its_partition_along(own
         assert (await log_start(own_db, partition), await first_offset(own_db, partition)) == (0, 20)
 
 
+@pytest.mark.parametrize("by", ["walk", "sweep"])
+async def test_a_named_group_keeps_the_partitions_it_has_not_read_in_its_own_queue_only(own_db, queue, by):
+    """Two queues in one step, each with two consumed partitions: the first queue has a named
+    group, which has read one of its partitions only; the second has none. Every partition goes
+    but the one the group has not read (the groups are counted once per queue, and each
+    partition is judged by its own queue's count)."""
+    async with retention_lease(own_db):
+        year = {"sweep": 2003, "walk": 2004}[by]  # what a sweep leaves is before the walk's window
+        created = f"{year}-01-01 00:00:00+00"
+        grouped = await add_queue(own_db, queue, '{"completedRetentionSeconds": 1}')
+        plain = await add_queue(own_db, queue + "-plain", '{"completedRetentionSeconds": 1}')
+        await own_db.execute("INSERT INTO rq_consumer_groups (queue_id, name, subscription_mode) "
+                             "VALUES ($1, 'g', 'all')", grouped)
+        partitions = {}
+        for qid, label in ((grouped, "read"), (grouped, "unread"), (plain, "a"), (plain, "b")):
+            partitions[label] = await own_db.fetchval(
+                "INSERT INTO rq_partitions (queue_id, name) VALUES ($1, $2) RETURNING id", qid, label)
+            await add_segment(own_db, partitions[label], 0, 4, created)
+            await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
+                                 "VALUES ($1, '__QUEUE_MODE__', 4)", partitions[label])
+        await own_db.execute("INSERT INTO rq_consumers (partition_id, consumer_group, committed) "
+                             "VALUES ($1, 'g', 4)", partitions["read"])
+        if by == "walk":
+            row = await due_step(own_db, 1, start_of(year - 1), 4)  # these four, the oldest after it
+            assert (row["candidates"], row["segments"]) == (4, 3)
+        else:
+            await sweep(own_db, 0)
+        assert {label: await kept_segments(own_db, pid) for label, pid in partitions.items()} == {
+            "read": [], "unread": [0], "a": [], "b": []}
+
+
 async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_database, queue):
     """A queue that keeps messages longer than another: its segments are passed by the shorter
     period's walk and deleted by its own period's walk when they fall due, not left to the

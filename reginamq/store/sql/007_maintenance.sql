@@ -62,14 +62,16 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Everything <= done is consumed by every reader of the partition (NULL: some reader read
--- nothing): every cursor of the partition, and no named group of the queue that has no cursor
--- there yet (it would still read the partition from its start). A one-row table, so that
--- PostgreSQL inlines it into the caller's plan (a scalar SQL function is called row by row).
-CREATE OR REPLACE FUNCTION rq_readers_done(p_partition uuid, p_queue bigint) RETURNS TABLE (done bigint)
+-- nothing): every cursor of the partition, and no named group of its queue (p_groups of them)
+-- that has no cursor there yet (it would still read the partition from its start). The caller
+-- counts the queue's groups, once per queue rather than once per partition. A one-row table,
+-- so that PostgreSQL inlines it into the caller's plan (a scalar SQL function is called row
+-- by row).
+DROP FUNCTION IF EXISTS rq_readers_done(uuid, bigint);
+CREATE OR REPLACE FUNCTION rq_cursors_done(p_partition uuid, p_groups bigint) RETURNS TABLE (done bigint)
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN count(*) = 0
-                  OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')
-                     < (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = p_queue)
+                  OR count(*) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__') < p_groups
                 THEN NULL ELSE min(c.committed) END
     FROM rq_consumers c WHERE c.partition_id = p_partition
 $$;
@@ -191,19 +193,27 @@ BEGIN
     ), last AS (
         SELECT d.created_at, d.partition_id, d.base_offset FROM due d
         ORDER BY d.created_at DESC, d.partition_id DESC, d.base_offset DESC LIMIT 1
-    ), readers AS MATERIALIZED (
+    ), owners AS MATERIALIZED (
         -- once per partition of the window (a partition written by several pushes holds several
-        -- of its segments): its queue's periods and how far its readers are done, by index
-        -- probes (OFFSET 0 keeps them a nested loop: estimating the walk's rows, the planner
-        -- hashed the whole partition table instead). MATERIALIZED: inlined into `going`, the
-        -- probes ran once per segment of the window, not once per partition.
-        SELECT d.partition_id, p.queue_id, p.retention_seconds, p.max_wait_seconds, p.completed_retention_seconds,
-               r.done
+        -- of its segments): its queue, by an index probe (OFFSET 0 keeps it a nested loop:
+        -- estimating the walk's rows, the planner hashed the whole partition table instead).
+        -- MATERIALIZED: inlined into `going`, the probes ran once per segment of the window.
+        SELECT d.partition_id, p.queue_id
         FROM (SELECT DISTINCT d.partition_id FROM due d) d
-        CROSS JOIN LATERAL (SELECT p.queue_id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds
-                            FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id
-                            WHERE p.id = d.partition_id OFFSET 0) p
-        CROSS JOIN LATERAL rq_readers_done(d.partition_id, p.queue_id) r
+        CROSS JOIN LATERAL (SELECT p.queue_id FROM rq_partitions p WHERE p.id = d.partition_id OFFSET 0) p
+    ), queues AS MATERIALIZED (
+        -- once per queue: its periods and how many named groups read it (in the million
+        -- layout a window holds one segment of each of 10,000 partitions, mostly of one queue)
+        SELECT q.id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds,
+               (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id) AS groups
+        FROM rq_queues q WHERE q.id IN (SELECT o.queue_id FROM owners o)
+    ), readers AS MATERIALIZED (
+        -- how far each partition's readers are done: its cursors, by an index probe
+        SELECT o.partition_id, o.queue_id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds,
+               r.done
+        FROM owners o
+        JOIN queues q ON q.id = o.queue_id
+        CROSS JOIN LATERAL rq_cursors_done(o.partition_id, q.groups) r
     ), going AS (
         SELECT d.partition_id, r.queue_id, max(d.end_offset) AS upto, r.done
         FROM due d
@@ -298,7 +308,8 @@ BEGIN
                    r.done, f.end_offset, f.created_at
             FROM rq_partitions p
             JOIN rq_queues q ON q.id = p.queue_id
-            CROSS JOIN LATERAL rq_readers_done(p.id, p.queue_id) r
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM rq_consumer_groups g WHERE g.queue_id = q.id) g
+            CROSS JOIN LATERAL rq_cursors_done(p.id, g.n) r
             CROSS JOIN LATERAL (SELECT s.end_offset, s.created_at FROM rq_segments s
                                 WHERE s.partition_id = p.id ORDER BY s.base_offset LIMIT 1) f
             WHERE p.id = ANY (v_ids) AND p.last_offset >= p.log_start
