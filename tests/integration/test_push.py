@@ -132,6 +132,29 @@ async def test_duplicate_within_one_request_first_wins(http, queue):
     assert [m["data"] for m in await pop_messages(http, queue)] == ["first", "other"]
 
 
+async def test_one_push_mixing_live_expired_and_new_keys_over_partitions(http, db, queue):
+    """One request, several partitions, each item's key judged on its own: a live key answers
+    the original id, a key whose window has passed (not yet purged) is taken over by the new
+    message, a new key is queued, and the same key in another partition is a key of its own."""
+    [live] = await push(http, queue, "old-live", partition="a", txids=["live"])
+    [lapsed] = await push(http, queue, "old-lapsed", partition="b", txids=["lapsed"])
+    await db.execute("UPDATE rq_dedup SET expires_at = now() - interval '1 second' WHERE message_id = $1",
+                     uuid.UUID(lapsed["message_id"]))
+    body = await push_items(http, [item(queue, "new-a", partition="a", txid="fresh"),
+                                   item(queue, "dup-a", partition="a", txid="live"),
+                                   item(queue, "new-b", partition="b", txid="lapsed"),
+                                   item(queue, "also-b", partition="b", txid="live")])
+    assert [r["status"] for r in body] == ["queued", "duplicate", "queued", "queued"]
+    assert body[1]["message_id"] == live["message_id"]
+    assert body[2]["message_id"] != lapsed["message_id"]
+    assert len({live["message_id"], lapsed["message_id"], body[0]["message_id"], body[2]["message_id"],
+                body[3]["message_id"]}) == 5
+    assert [m["data"] for m in await pop_messages(http, queue, "a")] == ["old-live", "new-a"]
+    assert [m["data"] for m in await pop_messages(http, queue, "b")] == ["old-lapsed", "new-b", "also-b"]
+    [again] = await push(http, queue, "again", partition="b", txids=["lapsed"])
+    assert again["status"] == "duplicate" and again["message_id"] == body[2]["message_id"]
+
+
 async def test_dedup_window_zero_accepts_duplicates(http, queue):
     await configure(http, queue, {"dedupWindowSeconds": 0})
     [a] = await push(http, queue, 1, txids=["again"])
