@@ -77,7 +77,7 @@ BEGIN
         JOIN rq_partitions p ON p.queue_id = q.id AND p.name = g.pname;
         EXIT WHEN coalesce(cardinality(v_group_pids), 0) = cardinality(p_queue);
         IF v_attempt = 2 THEN
-            -- the idle cleanup deleted a partition between the two statements: retry whole
+            -- the idle cleanup deleted a partition rq_provision had found or created: retry whole
             RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
         END IF;
         PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
