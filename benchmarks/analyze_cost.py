@@ -20,9 +20,9 @@ import time
 
 import asyncpg
 import httpx
-import psutil
 
 from reginamq.bench.broker import OwnBroker
+from reginamq.bench.system import cpu_seconds
 
 QUEUE = "analyze-cost"
 PARTITIONS = 200
@@ -47,11 +47,6 @@ async def fill(url: str, segments: int, concurrency: int = 8) -> None:
         await asyncio.gather(*(pusher(first) for first in range(concurrency)))
 
 
-def backend_cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
-
-
 async def measure(database_url: str, rounds: int) -> dict[str, list[float]]:
     conn = await asyncpg.connect(database_url)
     try:
@@ -60,9 +55,9 @@ async def measure(database_url: str, rounds: int) -> dict[str, list[float]]:
         for _ in range(rounds):
             for name, sql in SETTINGS.items():
                 await conn.execute(sql)
-                before = backend_cpu_seconds(pid)
+                before = cpu_seconds(pid)
                 await conn.execute("ANALYZE rq_segments")
-                cpu[name].append(backend_cpu_seconds(pid) - before)
+                cpu[name].append(cpu_seconds(pid) - before)
         await conn.execute(SETTINGS["shipped"])
         return cpu
     finally:

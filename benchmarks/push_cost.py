@@ -26,19 +26,15 @@ from pathlib import Path
 
 import asyncpg
 import httpx
-import psutil
 
 from reginamq.bench.broker import OwnBroker
+from reginamq.bench.system import cpu_seconds
+from reginamq.store.database import schema_files
 
 QUEUE = "push-cost"
-PUSH_FILE = Path(__file__).resolve().parent.parent / "reginamq" / "store" / "sql" / "002_push.sql"
+PUSH_FILE = Path("reginamq") / "store" / "sql" / "002_push.sql"  # in a checkout
 PUSH_SQL = "SELECT * FROM rq_push($1, $2, $3, $4, $5, $6, $7, $8)"
 PAYLOAD = b'{"x":"' + bytes(random.Random(7).choices(b"abcdefghijklmnopqrstuvwxyz0123456789", k=240)) + b'"}'
-
-
-def backend_cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
 
 
 async def measure(database_url: str, versions: dict[str, str], args) -> dict[str, list[float]]:
@@ -68,10 +64,10 @@ async def measure(database_url: str, versions: dict[str, str], args) -> dict[str
                 await conn.execute(sql)
                 for _ in range(50):  # plans made again after the redefinition
                     await push()
-                before = backend_cpu_seconds(pid)
+                before = cpu_seconds(pid)
                 for _ in range(args.pushes):
                     await push()
-                cpu[name].append((backend_cpu_seconds(pid) - before) / args.pushes)
+                cpu[name].append((cpu_seconds(pid) - before) / args.pushes)
         await conn.execute(versions["this code"])
         return cpu
     finally:
@@ -88,9 +84,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--against", type=Path, help="another checkout, to alternate with")
     args = parser.parse_args()
-    versions = {"this code": PUSH_FILE.read_text()}
+    versions = {"this code": dict(schema_files())[PUSH_FILE.name]}
     if args.against:
-        versions[str(args.against)] = (args.against / "reginamq" / "store" / "sql" / "002_push.sql").read_text()
+        versions[str(args.against)] = (args.against / PUSH_FILE).read_text()
     with OwnBroker(workers=1) as broker:
         httpx.post(f"{broker.url}/api/v1/configure",
                    json={"queue": QUEUE, "options": {"dedupWindowSeconds": args.dedup_window}}).raise_for_status()

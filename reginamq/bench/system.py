@@ -87,6 +87,13 @@ def listening_broker(url: str) -> int | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) one process has used so far: for a benchmark that times a
+    single backend's work between two readings."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 class CpuMeter:
     """CPU cores used by a changing set of processes between two samples.
 
