@@ -2,15 +2,19 @@
 # Queen's million-partition run (shared/seeds/000), scaled to the machine: one queue, a space of
 # partitions none of which exists at the start, a window of 1,000 active partitions rotating so
 # that every partition is created during the run, wildcard pops, explicit async acks, completed
-# retention with parallel workers, deduplication off. Then the same pop shape's cost and the
-# bytes a partition costs.
+# retention with parallel workers, deduplication off. Then the bytes a partition costs, and the
+# same shape on 200 partitions on a fresh database (issue 6's reference, measured at once so
+# that both ran on the same machine in the same hour), and the phases side by side.
 #
-#   benchmarks/million_partitions.sh            # 1,000,000 partitions: ~28 min + 10 min on the completed space
-#   benchmarks/million_partitions.sh --small    # 100,000 partitions, about 3 minutes
+#   benchmarks/million_partitions.sh            # 1,000,000 partitions: ~28 min + 10 min on the completed space + 11.5 min reference
+#   benchmarks/million_partitions.sh --small    # 100,000 partitions, about 6 minutes
 #
 # RATE and PUSH_BATCH set the load (default 4,800 msg/s in pushes of 8: 600 pushes a second, one
 # partition each, so a window of 1,000 partitions is covered every 1.67 s); CONSUMERS the number
-# of closed-loop consumers (default 4, the bench's). Everything runs on 127.0.0.1 with an
+# of closed-loop consumers (default 4, the bench's). JSON names the run's raw series (the
+# reference's goes beside it, REFERENCE_JSON); REFERENCE=0 leaves the reference out. The reference
+# runs WARMUP seconds (default 90: until completed retention is at work) plus as long as the
+# completed space, and only what follows its warm-up is compared. Everything runs on 127.0.0.1 with an
 # embedded PostgreSQL in a temporary folder, removed at the end.
 set -euo pipefail
 
@@ -29,28 +33,47 @@ ROTATE=$(python3 -c "print(round($ACTIVE / $PUSHES_PER_SECOND, 4))")
 COVER=$(python3 -c "print(int($SPACE / $ACTIVE * $ROTATE))")
 DURATION=$((COVER + COMPLETED_SECONDS))
 PORT=${PORT:-6812}
+WARMUP=${WARMUP:-90}
+JSON=${JSON:-partitions-run.json}
+REFERENCE_JSON=${REFERENCE_JSON:-${JSON%.json}-reference.json}
 WORK=$(mktemp -d -t reginamq-partitions-XXXXXX)
 DB="postgresql://postgres@/postgres?host=$WORK/pg"
+BROKER=
 
 echo "space=$SPACE active=$ACTIVE rotate=${ROTATE}s rate=$RATE push-batch=$PUSH_BATCH consumers=$CONSUMERS:" \
      "space covered in ${COVER}s, then ${COMPLETED_SECONDS}s on the completed space; work folder $WORK"
-REGINAMQ_LOG_LEVEL=warning reginamq serve --host 127.0.0.1 --port "$PORT" --workers 2 \
-    --data-dir "$WORK/pg" --retention-parallelism 4 > "$WORK/broker.log" 2>&1 &
-BROKER=$!
+stop_broker() {
+    if [[ -n "$BROKER" ]]; then
+        kill "$BROKER" 2>/dev/null && wait "$BROKER" 2>/dev/null || true
+        BROKER=
+    fi
+}
 cleanup() {
-    kill "$BROKER" 2>/dev/null && wait "$BROKER" 2>/dev/null || true
+    stop_broker
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break
-    sleep 0.5
-done
+# start_broker DATA_DIR: a broker of two workers on its own embedded PostgreSQL, ready to serve.
+start_broker() {
+    REGINAMQ_LOG_LEVEL=warning reginamq serve --host 127.0.0.1 --port "$PORT" --workers 2 \
+        --data-dir "$1" --retention-parallelism 4 > "$1.log" 2>&1 &
+    BROKER=$!
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && return
+        sleep 0.5
+    done
+    echo "the broker did not start: $1.log" >&2
+    exit 1
+}
+# bench DATABASE_URL DURATION JSON ARGS...: the load shape both runs share.
+bench() {
+    reginamq bench --url "http://127.0.0.1:$PORT" --database-url "$1" --queue partitions \
+        --rate "$RATE" --push-batch "$PUSH_BATCH" --consumers "$CONSUMERS" --pop-partitions 100 \
+        --completed-retention 60 --dedup-window 0 --duration "$2" --report 10 --json "$3" "${@:4}"
+}
 
-reginamq bench --url "http://127.0.0.1:$PORT" --database-url "$DB" --queue partitions \
-    --rate "$RATE" --push-batch "$PUSH_BATCH" --consumers "$CONSUMERS" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE" \
-    --pop-partitions 100 --completed-retention 60 --dedup-window 0 --duration "$DURATION" --report 10 \
-    --json "${JSON:-partitions-run.json}"
+start_broker "$WORK/pg"
+bench "$DB" "$DURATION" "$JSON" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE"
 
 python3 - "$DB" <<'EOF'
 import asyncio, sys, time
@@ -71,3 +94,15 @@ async def main(url):
 
 asyncio.run(main(sys.argv[1]))
 EOF
+
+if [[ "${REFERENCE:-1}" != 0 ]]; then
+    stop_broker
+    echo "reference: the same shape on 200 partitions, fresh database, ${WARMUP}s + ${COMPLETED_SECONDS}s"
+    start_broker "$WORK/reference"
+    bench "postgresql://postgres@/postgres?host=$WORK/reference" "$((WARMUP + COMPLETED_SECONDS))" \
+        "$REFERENCE_JSON" --partitions 200
+    python3 "$(dirname "$0")/million_phases.py" "$JSON" --cover "$COVER" \
+        --reference "$REFERENCE_JSON" --warmup "$WARMUP"
+else
+    python3 "$(dirname "$0")/million_phases.py" "$JSON" --cover "$COVER"
+fi
