@@ -45,6 +45,22 @@ def between(rows: list[dict], start: float, end: float) -> list[dict]:
     return [row for row in rows if start < row["t"] <= end + 0.5]
 
 
+def growth(rows: list[dict], space: int, first: float, cover: float, last_seconds: float = 240.0) -> str:
+    """The two growth bounds of issue 6: broker RSS per partition created between the end of the
+    opening phase and the end of creation (the space is created at a steady pace), and the
+    database size over the last minutes of the completed space."""
+    at_first, at_cover = between(rows, 0, first)[-1], between(rows, 0, cover)[-1]
+    created = space * (at_cover["t"] - at_first["t"]) / cover
+    rss_bytes = (at_cover["broker_rss_mb"] - at_first["broker_rss_mb"]) * 1e6
+    tail = between(rows, rows[-1]["t"] - last_seconds, rows[-1]["t"])
+    start_mb, end_mb = tail[0]["db_mb"], tail[-1]["db_mb"]
+    change = (end_mb - start_mb) / start_mb * 100
+    return (f"broker RSS {at_first['broker_rss_mb']:.1f} MB at {at_first['t']:.0f} s, "
+            f"{at_cover['broker_rss_mb']:.1f} MB at {at_cover['t']:.0f} s: {rss_bytes / created:.0f} bytes "
+            f"a partition created in between (issue 6: at most 100); database {start_mb:.1f} -> {end_mb:.1f} MB "
+            f"over the last {last_seconds:.0f} s ({change:+.2f}%, issue 6: flat within 2%)")
+
+
 def print_table(phases: list[dict]) -> None:
     print("| phase | intervals | shed | errors | p50 / p99 (median of 10 s intervals) | worst interval p99 "
           "| broker + PG (+ generator) cores | broker RSS | database |")
@@ -78,6 +94,9 @@ def main() -> None:
         phases.append(summarise(f"200 partitions ({args.warmup:.0f}–{reference_end:.0f} s)",
                                 between(reference_rows, args.warmup, reference_end)))
     print_table(phases)
+    print()
+    config = json.loads(args.million.read_text())["config"]
+    print(growth(rows, config["partitions"], first, args.cover))
     if args.reference:
         completed, reference = phases[-2], phases[-1]
         print(f"\ncompleted-space p99 / reference p99 = {completed['p99']:.0f} / {reference['p99']:.0f} ms"
