@@ -101,8 +101,7 @@ if [[ "${REFERENCE:-1}" != 0 ]]; then
     start_broker "$WORK/reference"
     bench "postgresql://postgres@/postgres?host=$WORK/reference" "$((WARMUP + COMPLETED_SECONDS))" \
         "$REFERENCE_JSON" --partitions 200
-    python3 "$(dirname "$0")/million_phases.py" "$JSON" --cover "$COVER" \
-        --reference "$REFERENCE_JSON" --warmup "$WARMUP"
+    python3 "$(dirname "$0")/million_phases.py" "$JSON" --reference "$REFERENCE_JSON" --warmup "$WARMUP"
 else
-    python3 "$(dirname "$0")/million_phases.py" "$JSON" --cover "$COVER"
+    python3 "$(dirname "$0")/million_phases.py" "$JSON"
 fi

@@ -6,7 +6,10 @@ interval of this shared machine does not decide the phase; the reference is judg
 its warm-up (until completed retention starts deleting, it does less work than the run it is
 set beside).
 
-    python benchmarks/million_phases.py million.json --cover 1000 [--reference reference.json --warmup 90]
+    python benchmarks/million_phases.py million.json [--reference reference.json --warmup 90]
+
+The phases' bounds come from the run's own configuration (how long its --active window took
+to move over the space).
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ import json
 import statistics
 from pathlib import Path
 
+from reginamq.bench.config import BenchConfig
 
-def load_rows(path: Path) -> list[dict]:
-    """The load-phase intervals of a `reginamq bench --json` series (drain intervals left out)."""
-    return [row for row in json.loads(path.read_text())["intervals"] if row["phase"] == "load"]
+
+def load(path: Path) -> tuple[BenchConfig, list[dict]]:
+    """A `reginamq bench --json` series: its configuration and its load-phase intervals (drain
+    intervals left out)."""
+    document = json.loads(path.read_text())
+    return BenchConfig(**document["config"]), [row for row in document["intervals"] if row["phase"] == "load"]
 
 
 def summarise(name: str, rows: list[dict]) -> dict:
@@ -47,12 +54,16 @@ def between(rows: list[dict], start: float, end: float) -> list[dict]:
 
 def growth(rows: list[dict], space: int, first: float, cover: float, last_seconds: float = 240.0) -> str:
     """The two growth bounds of issue 6: broker RSS per partition created between the end of the
-    opening phase and the end of creation (the space is created at a steady pace), and the
-    database size over the last minutes of the completed space."""
-    at_first, at_cover = between(rows, 0, first)[-1], between(rows, 0, cover)[-1]
+    opening phase (the first interval, when the opening phase is all of creation) and the end of
+    creation (the space is created at a steady pace), and the database size over the last
+    minutes of the completed space."""
+    at_first = between(rows, 0, first)[-1] if first < cover else rows[0]
+    at_cover = between(rows, 0, cover)[-1]
     created = space * (at_cover["t"] - at_first["t"]) / cover
     rss_bytes = (at_cover["broker_rss_mb"] - at_first["broker_rss_mb"]) * 1e6
-    tail = between(rows, rows[-1]["t"] - last_seconds, rows[-1]["t"])
+    end = rows[-1]["t"]
+    last_seconds = min(last_seconds, end - cover)  # a small run's completed space is shorter
+    tail = between(rows, end - last_seconds, end)
     start_mb, end_mb = tail[0]["db_mb"], tail[-1]["db_mb"]
     change = (end_mb - start_mb) / start_mb * 100
     return (f"broker RSS {at_first['broker_rss_mb']:.1f} MB at {at_first['t']:.0f} s, "
@@ -75,28 +86,26 @@ def print_table(phases: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("million", type=Path, help="the million run's --json series")
-    parser.add_argument("--cover", type=float, required=True, help="seconds the run took to create its space")
     parser.add_argument("--first", type=float, default=300.0, help="the opening phase, seconds")
     parser.add_argument("--reference", type=Path, help="the 200-partition reference's --json series")
     parser.add_argument("--warmup", type=float, default=90.0, help="reference seconds left out at its start")
     args = parser.parse_args()
 
-    rows = load_rows(args.million)
-    end = rows[-1]["t"]
-    first = min(args.first, args.cover)  # a small run may cover its space sooner
+    config, rows = load(args.million)
+    end, cover = rows[-1]["t"], config.cover_seconds
+    first = min(args.first, cover)  # a small run may cover its space sooner
     spans = [(f"first {first:.0f} s", 0, first),
-             (f"creating ({first:.0f}–{args.cover:.0f} s)", first, args.cover),
-             (f"completed space ({args.cover:.0f}–{end:.0f} s)", args.cover, end)]
+             (f"creating ({first:.0f}–{cover:.0f} s)", first, cover),
+             (f"completed space ({cover:.0f}–{end:.0f} s)", cover, end)]
     phases = [summarise(name, between(rows, start, stop)) for name, start, stop in spans if stop > start]
     if args.reference:
-        reference_rows = load_rows(args.reference)
+        _, reference_rows = load(args.reference)
         reference_end = reference_rows[-1]["t"]
         phases.append(summarise(f"200 partitions ({args.warmup:.0f}–{reference_end:.0f} s)",
                                 between(reference_rows, args.warmup, reference_end)))
     print_table(phases)
     print()
-    config = json.loads(args.million.read_text())["config"]
-    print(growth(rows, config["partitions"], first, args.cover))
+    print(growth(rows, config.space, first, cover))
     if args.reference:
         completed, reference = phases[-2], phases[-1]
         print(f"\ncompleted-space p99 / reference p99 = {completed['p99']:.0f} / {reference['p99']:.0f} ms"

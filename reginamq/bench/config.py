@@ -109,6 +109,11 @@ class BenchConfig:
         return self.partitions * self.queues
 
     @property
+    def cover_seconds(self) -> float:
+        """Seconds the --active window takes to move over the whole space once."""
+        return self.space / self.active * self.rotate_seconds
+
+    @property
     def consumer_slots(self) -> int:
         """Consumers in all: the drainers, plus under --pipeline-stages each stage's."""
         return self.total_consumers + self.pipeline_stages * self.consumers

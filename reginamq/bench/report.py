@@ -23,7 +23,7 @@ def header(cfg: BenchConfig, target: str, cpu_scope: str) -> list[str]:
         ack += f" ackInflight={cfg.ack_inflight}" if cfg.ack_async else ""
     rotation = (f"active={cfg.active} (rotate every {cfg.rotate_seconds:g} s) | "
                 f"{cfg.rate / cfg.active:,.1f} msg/s per active partition | space covered in "
-                f"{cfg.space / cfg.active * cfg.rotate_seconds:,.0f} s"
+                f"{cfg.cover_seconds:,.0f} s"
                 if cfg.active < cfg.space
                 else f"active=all | {cfg.rate / cfg.space:,.1f} msg/s per partition")
     space, spread = f"{cfg.partitions}", ""
