@@ -103,22 +103,33 @@ BEGIN
     v_now := clock_timestamp();  -- after the lock: monotone per partition
 
     -- Deduplication inside each queue's window: a live key stays, an expired key is taken over.
+    -- Nearly every key is new, and a plain insert costs a key much less than an ON CONFLICT
+    -- insert's speculative one; only when some key already exists (the unique violation rolls
+    -- the plain insert back) does the push take the ON CONFLICT path.
     IF EXISTS (SELECT 1 FROM unnest(v_windows) w WHERE w > 0) THEN
-        WITH claimed AS (
-            INSERT INTO rq_dedup AS d (partition_id, transaction_id, message_id, expires_at)
+        BEGIN
+            INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)
             SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
             FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
-            WHERE t.win > 0
-            ON CONFLICT (partition_id, transaction_id) DO UPDATE
-                SET message_id = EXCLUDED.message_id, expires_at = EXCLUDED.expires_at
-                WHERE d.expires_at <= v_now
-            RETURNING d.partition_id, d.transaction_id
-        )
-        SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c
-                                               WHERE c.partition_id = t.pid AND c.transaction_id = t.txid)
-                         ORDER BY t.ord)
-        INTO v_fresh
-        FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
+            WHERE t.win > 0;
+            v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
+        EXCEPTION WHEN unique_violation THEN
+            WITH claimed AS (
+                INSERT INTO rq_dedup AS d (partition_id, transaction_id, message_id, expires_at)
+                SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
+                FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
+                WHERE t.win > 0
+                ON CONFLICT (partition_id, transaction_id) DO UPDATE
+                    SET message_id = EXCLUDED.message_id, expires_at = EXCLUDED.expires_at
+                    WHERE d.expires_at <= v_now
+                RETURNING d.partition_id, d.transaction_id
+            )
+            SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c
+                                                   WHERE c.partition_id = t.pid AND c.transaction_id = t.txid)
+                             ORDER BY t.ord)
+            INTO v_fresh
+            FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
+        END;
     ELSE
         v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
     END IF;
