@@ -18,7 +18,7 @@ def check_name(kind: str, value: object) -> str:
         raise BadRequest(f"{kind} must be a non-empty string")
     if len(value) > MAX_NAME_LENGTH:
         raise BadRequest(f"{kind} is longer than {MAX_NAME_LENGTH} characters")
-    if _CONTROL.search(value):
+    if not value.isprintable() and _CONTROL.search(value):  # printable: no control characters (fast path)
         raise BadRequest(f"{kind} must not contain control characters")
     return value
 
@@ -29,8 +29,6 @@ def check_queue_name(value: object, kind: str = "queue") -> str:
     if "/" in name:
         raise BadRequest(f"{kind} must not contain '/'")
     return name
-
-
 
 
 def check_uuid(kind: str, value: object) -> str:

@@ -89,10 +89,10 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
         prepared.partitions.append(partition)
         prepared.txids.append(txid)
         prepared.message_ids.append(message_id)
-        prepared.fragments.append(
-            b'"id":"' + message_id.encode() + b'","transactionId":' + orjson.dumps(txid)
-            + b',"traceId":' + trace + b',"data":' + raw + b',"producerSub":' + sub
-        )
+        prepared.fragments.append(b"".join((
+            b'"id":"', message_id.encode(), b'","transactionId":', orjson.dumps(txid),
+            b',"traceId":', trace, b',"data":', raw, b',"producerSub":', sub,
+        )))
     return prepared
 
 
