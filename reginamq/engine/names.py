@@ -10,6 +10,12 @@ from reginamq.engine.errors import BadRequest
 MAX_NAME_LENGTH = 255
 QUEUE_MODE = "__QUEUE_MODE__"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A checked name never holds a control character, so a column of names travels to PostgreSQL
+# as one string joined by this one and split there (string_to_array(s, E'\x1f')): asyncpg
+# encodes a text[] at about 0.25 us an element (an ack of 1,000 carries three such columns),
+# one joined string at a twentieth of that, and PostgreSQL splits it no slower than it reads
+# the array.
+NAME_SEPARATOR = "\x1f"
 
 
 def check_name(kind: str, value: object) -> str:

@@ -55,3 +55,19 @@ async def test_an_unknown_queue_has_an_empty_dlq(http, queue):
 async def test_bad_parameters_are_400(http, params):
     response = await http.get("/api/v1/dlq", params=params)
     assert response.status_code == 400 and "error" in response.json()
+
+
+async def test_each_error_stays_with_its_message_whatever_it_holds(http, queue):
+    """Names travel to PostgreSQL joined by a control character (engine/names.py); an error is
+    free text, so one holding that very character, a newline, or nothing at all, beside others
+    in one batch, must reach the dead-letter entry of its own message unchanged."""
+    await push_items(http, [item(queue, {"n": i}, "p") for i in range(3)])
+    popped = (await http.get(f"/api/v1/pop/queue/{queue}/partition/p", params={"batch": 10})).json()
+    errors = ["split\x1fhere", None, "two\nlines"]
+    acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": "dlq", **({} if error is None else {"error": error})}
+            for m, error in zip(popped["messages"], errors, strict=True)]
+    answer = await http.post("/api/v1/ack/batch", json={"acknowledgments": acks})
+    assert [r["dlq"] for r in answer.json()] == [True, True, True]
+    entries = (await http.get("/api/v1/dlq", params={"queue": queue})).json()["messages"]
+    assert {e["data"]["n"]: e["errorMessage"] for e in entries} == dict(enumerate(errors))
