@@ -42,6 +42,7 @@ DECLARE
     v_whole_grps text[];
     v_moves      rq_stats_move[];  -- what this call moved, for the statistics (012_stats.sql)
     v_notices    text[] := '{}';  -- partitions with work again, announced after the commit
+    v_answered   bigint;  -- items the set-based step answered
 BEGIN
     -- Every cursor of the call locked first, in the global order, so the set-based step and
     -- the loop below never take a cursor lock out of that order.
@@ -123,16 +124,19 @@ BEGIN
     SELECT (t.ord - 1)::int, true, NULL::text, true, false, false, NULL::text
     FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
     JOIN unnest(v_whole_pids, v_whole_grps) AS w(pid, grp) ON w.pid = t.pid AND w.grp = t.grp;
+    GET DIAGNOSTICS v_answered = ROW_COUNT;
 
     -- The acknowledgements of each (partition, group) gathered once, so every step below reads
-    -- only its own cursor's items however many cursors one call spans.
+    -- only its own cursor's items however many cursors one call spans. Skipped when the step
+    -- above answered every item (nearly every call): gathering nothing still read them all.
     FOR v_key IN
         SELECT t.pid, t.grp, array_agg((t.ord - 1)::int ORDER BY t.ord) AS items,
                array_agg(t.txid ORDER BY t.ord) AS txids, array_agg(t.lease ORDER BY t.ord) AS leases,
                array_agg(t.status ORDER BY t.ord) AS statuses, array_agg(t.err ORDER BY t.ord) AS errs
         FROM unnest(p_partition, p_group, p_txid, p_lease, p_status, p_error)
              WITH ORDINALITY AS t(pid, grp, txid, lease, status, err, ord)
-        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
+        WHERE v_answered < cardinality(p_txid)
+          AND NOT EXISTS (SELECT 1 FROM unnest(v_whole_pids, v_whole_grps) AS w(pid, grp)
                           WHERE w.pid = t.pid AND w.grp = t.grp)
         GROUP BY t.pid, t.grp
         ORDER BY t.pid, t.grp
