@@ -152,8 +152,12 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
             await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
             await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
                                "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
+            summarised = "SELECT reloptions FROM pg_class WHERE relname = 'rq_dedup_expiry'"
+            assert await conn.fetchval(summarised) == ["autosummarize=on"]
+            await conn.execute("ALTER INDEX rq_dedup_expiry RESET (autosummarize)")  # as versions before it
             await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
             assert await apply_schema(target) is True
+            assert await conn.fetchval(summarised) == ["autosummarize=on"]
             assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
             returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
                                         "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
