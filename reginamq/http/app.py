@@ -202,9 +202,9 @@ def settle_garbage_collector() -> None:
     at 25,000 msg/s (perf: gc_collect_main and its visits), walking the long-lived objects
     start-up made (some 40,000: modules, pools, statements) in every older generation's
     collection, and running a young collection every 700 allocations while a request of a
-    thousand messages was being parsed. The start-up objects are frozen out of
-    every collection; young collections run every 50,000 allocations. Nearly all of the
-    broker's garbage is freed by reference counting; what forms cycles (exceptions and their
+    thousand messages was being parsed. The start-up objects are frozen out of every
+    collection; young collections run every 50,000 allocations. Nearly all of the broker's
+    garbage is freed by reference counting; what forms cycles (exceptions and their
     tracebacks, finished tasks) is still collected, only later."""
     gc.collect()
     gc.freeze()
