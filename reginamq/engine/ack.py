@@ -5,14 +5,13 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import NAME_SEPARATOR, check_name, check_uuid, group_or_queue_mode
+from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode, join_names, split_names
 from reginamq.engine.waiters import announce
 
 # rq_ack answers cursor by cursor; the answer goes in request order
-# groups, transactionIds and statuses come joined by names.NAME_SEPARATOR
+# groups, transactionIds and statuses come joined (names.join_names)
 ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice FROM rq_ack("
-           "string_to_array($1, E'\\x1f'), $2, string_to_array($3, E'\\x1f'), $4, string_to_array($5, E'\\x1f'), $6) "
-           "ORDER BY item")
+           f"{split_names('$1')}, $2, {split_names('$3')}, $4, {split_names('$5')}, $6) ORDER BY item")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 MAX_ACKS_PER_REQUEST = 10_000
 MAX_ERROR_LENGTH = 8192
@@ -89,10 +88,9 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
 async def write(conn, prepared: PreparedAcks) -> list[dict]:
     if not prepared.txids:
         return []
-    errors = prepared.errors if any(error is not None for error in prepared.errors) else []  # unnest pads with NULLs
-    rows = await conn.fetch(ACK_SQL, NAME_SEPARATOR.join(prepared.groups), prepared.partitions,
-                            NAME_SEPARATOR.join(prepared.txids), prepared.leases,
-                            NAME_SEPARATOR.join(prepared.statuses), errors)
+    errors = [] if prepared.errors.count(None) == len(prepared.errors) else prepared.errors  # unnest pads with NULLs
+    rows = await conn.fetch(ACK_SQL, join_names(prepared.groups), prepared.partitions, join_names(prepared.txids),
+                            prepared.leases, join_names(prepared.statuses), errors)
     await announce(conn, [row[6] for row in rows if row[6] is not None])  # partitions with work again
     return [
         {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
