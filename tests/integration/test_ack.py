@@ -377,3 +377,30 @@ async def test_repeated_transaction_id_in_a_span_is_not_taken_for_the_whole_span
     assert [r["success"] for r in results] == [True, False]
     assert results[0]["leaseReleased"] is False
     assert await pop(http, queue) is None
+
+
+async def test_whole_span_acked_in_another_order_completes_it(http, queue):
+    """The one-statement path takes a span acked in delivery order; any other order goes
+    through the per-message rules and must end the same: every message acked, lease released."""
+    await push(http, queue, "a", "b", "c")
+    await push(http, queue, "d")
+    messages = await pop_messages(http, queue, batch=4)
+    assert [m["data"] for m in messages] == ["a", "b", "c", "d"]
+    results = await ack_batch(http, messages[::-1])
+    assert [r["success"] for r in results] == [True] * 4
+    assert results[-1]["leaseReleased"] is True
+    await push(http, queue, "e")
+    assert [m["data"] for m in await pop_messages(http, queue, batch=4)] == ["e"]
+
+
+async def test_span_holding_one_transaction_id_twice_is_completed_by_acking_both(http, queue):
+    """With dedup off a partition may hold one transactionId twice; acking each delivered
+    message, in order, completes the span: neither comes back."""
+    await configure(http, queue, {"dedupWindowSeconds": 0})
+    await push(http, queue, "first", txids=["same"])
+    await push(http, queue, "second", txids=["same"])
+    messages = await pop_messages(http, queue, batch=2)
+    results = await ack_batch(http, messages)
+    assert [r["success"] for r in results] == [True, True]
+    assert results[-1]["leaseReleased"] is True
+    assert await pop(http, queue) is None
