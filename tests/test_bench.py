@@ -18,6 +18,7 @@ from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
 from reginamq.bench.session import run_session
 from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
+from reginamq.bench.system import CPU_PRESSURE, CpuPressure
 
 
 def exact_percentile(values: list[int], q: float) -> int:
@@ -176,6 +177,20 @@ def test_producer_processes_follow_requests_as_well_as_messages(monkeypatch):
     assert BenchConfig(rate=3_000, push_batch=1, producer_procs=1).producer_procs == 1  # as asked
 
 
+def test_cpu_pressure_is_the_share_of_wall_time_tasks_waited(tmp_path, monkeypatch):
+    source = tmp_path / "cpu"
+    clock = iter([100.0, 102.0, 104.0])
+    monkeypatch.setattr("reginamq.bench.system.time.monotonic", lambda: next(clock))
+    pressure = CpuPressure(source)
+    source.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=5000000\n"
+                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert pressure.sample() is None  # nothing to compare with yet
+    source.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=6500000\n")
+    assert pressure.sample() == pytest.approx(0.75)  # 1.5 s of waiting in 2 s
+    source.unlink()
+    assert pressure.sample() is None  # a kernel without pressure information
+
+
 def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     """About 8 s of load at 2,000 msg/s: every offered message is accounted for."""
     cfg = BenchConfig(rate=2_000, duration=8, report=2, drain=10, partitions=200, push_batch=100,
@@ -193,6 +208,8 @@ def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     assert final["popped"] == final["acked"] == final["accepted"]
     assert final["latency_samples"] == final["popped"]
     assert document["intervals"] and document["config"]["queue"].startswith("bench-")
+    if CPU_PRESSURE.exists():
+        assert 0.0 <= final["cpu_wait"] <= 1.0
 
 
 @pytest.mark.parametrize("by_namespace", [False, True], ids=["a-poll-per-queue", "namespace-pops"])

@@ -99,6 +99,12 @@ def final_line(final: dict) -> str:
             f"rss max={_opt(final['broker_rss_mb_max'], ',.0f', ' MB')} db={_opt(final['db_mb'], ',.0f', ' MB')}")
 
 
+# CPU pressure above which the summary warns that latency reflects a saturated machine: at
+# 20,000-25,000 msg/s on 2 cores (docs/benchmarks.md) tasks waited 55-57% of the time and the
+# interval p99 swung between 0.2 and 2 s.
+SATURATED = 0.25
+
+
 def summary_lines(final: dict) -> list[str]:
     """Derived figures a reader wants next to the final line."""
     lines = []
@@ -108,6 +114,9 @@ def summary_lines(final: dict) -> list[str]:
                      f"({cores:.2f} cores)")
     lines.append(f"  generator: {final['cpu_gen']:.2f} cores, busiest process {final['cpu_gen_busiest']:.2f} "
                  f"cores, worst pacer lag {final['pacer_lag_max_ms']:.1f} ms")
+    if final.get("cpu_wait") is not None:
+        lines.append(f"  machine: a task waited for a core {100 * final['cpu_wait']:.0f}% of the time (CPU pressure)"
+                     + ("; the tail is the machine's as much as the broker's" if final["cpu_wait"] > SATURATED else ""))
     if final["push_err_msgs"] or final["ack_err_msgs"]:
         lines.append(f"  messages lost to errors: push {final['push_err_msgs']:,}, ack {final['ack_err_msgs']:,}")
     return lines

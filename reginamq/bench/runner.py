@@ -105,6 +105,7 @@ def final_figures(cfg: BenchConfig, rows: list[dict], totals: Interval, elapsed:
         "ack_rtt_ms": totals.avg_ack_rtt_ms(),
         "cpu_broker": mean("cpu_broker"), "cpu_pg": mean("cpu_pg") or 0.0, "cpu_gen": mean("cpu_gen") or 0.0,
         "cpu_gen_busiest": max((row["cpu_gen_busiest"] for row in load_rows), default=0.0),
+        "cpu_wait": mean("cpu_wait"),
         "broker_rss_mb_max": max((row["broker_rss_mb"] for row in rows if row.get("broker_rss_mb") is not None),
                                  default=None),
         "db_mb": next((row["db_mb"] for row in reversed(rows) if row.get("db_mb") is not None), None),

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 
 POSTGRES_NAMES = ("postgres", "postmaster")
+CPU_PRESSURE = Path("/proc/pressure/cpu")  # Linux pressure stall information
 
 
 def is_postgres(proc: psutil.Process) -> bool:
@@ -142,14 +144,46 @@ class CpuMeter:
         return (spent / wall if wall > 0 else 0.0), rss, procs
 
 
+class CpuPressure:
+    """The share of wall time in which at least one runnable task on the machine waited for a
+    core (the ``some`` line of Linux's pressure stall information), between two samples.
+
+    Broker, PostgreSQL and generator share the machine: when tasks wait for a core much of the
+    time, a run's tail latency is scheduling, not a stall in the broker. None where the kernel
+    does not report it.
+    """
+
+    def __init__(self, source: Path = CPU_PRESSURE):
+        self.source = source
+        self.last: tuple[float, float] | None = None
+
+    def _total_seconds(self) -> float | None:
+        try:
+            for line in self.source.read_text().splitlines():
+                if line.startswith("some "):
+                    return int(line.rsplit("total=", 1)[1]) / 1e6
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def sample(self) -> float | None:
+        total, now = self._total_seconds(), time.monotonic()
+        previous, self.last = self.last, (None if total is None else (total, now))
+        if total is None or previous is None or now <= previous[1]:
+            return None
+        return min(1.0, max(0.0, (total - previous[0]) / (now - previous[1])))
+
+
 class SystemSampler:
-    """The three CPU meters, the broker's memory and the database size, sampled together."""
+    """The three CPU meters, the machine's CPU pressure, the broker's memory and the database
+    size, sampled together."""
 
     def __init__(self, broker_finder, postgres_finder, database_url: str | None,
                  postgres_scope: str, broker_scope: str):
         self.broker = CpuMeter(broker_finder) if broker_finder else None
         self.postgres = CpuMeter(postgres_finder)
         self.generator = CpuMeter(self._generator_processes)
+        self.pressure = CpuPressure()
         self.database_url = database_url
         self.postgres_scope = postgres_scope
         self.broker_scope = broker_scope
@@ -169,7 +203,7 @@ class SystemSampler:
         self._excluded |= {p.pid for p in pg_procs}
         gen_cores, _, _ = self.generator.sample()
         return {"cpu_broker": broker_cores, "cpu_pg": pg_cores, "cpu_gen": gen_cores,
-                "cpu_gen_busiest": self.generator.busiest,
+                "cpu_gen_busiest": self.generator.busiest, "cpu_wait": self.pressure.sample(),
                 "broker_rss_mb": None if broker_rss is None else broker_rss / 1e6,
                 "db_mb": await self.database_mb()}
 
