@@ -152,12 +152,17 @@ async def test_schema_applies_concurrently_and_idempotently(database_url):
             await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
             await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
                                "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-            summarised = "SELECT reloptions FROM pg_class WHERE relname = 'rq_dedup_expiry'"
-            assert await conn.fetchval(summarised) == ["autosummarize=on"]
-            await conn.execute("ALTER INDEX rq_dedup_expiry RESET (autosummarize)")  # as versions before it
+            # earlier versions found expired keys and old traces through BRIN indexes
+            await conn.execute("DROP INDEX rq_dedup_expires")
+            await conn.execute("CREATE INDEX rq_dedup_expiry ON rq_dedup USING brin (expires_at)")
+            await conn.execute("DROP INDEX rq_traces_created_at")
+            await conn.execute("CREATE INDEX rq_traces_created ON rq_traces USING brin (created_at)")
+            expiry_indexes = ("SELECT array_agg(c.relname || ':' || am.amname ORDER BY c.relname) FROM pg_class c "
+                              "JOIN pg_am am ON am.oid = c.relam WHERE c.relname IN "
+                              "('rq_dedup_expiry', 'rq_dedup_expires', 'rq_traces_created', 'rq_traces_created_at')")
             await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
             assert await apply_schema(target) is True
-            assert await conn.fetchval(summarised) == ["autosummarize=on"]
+            assert await conn.fetchval(expiry_indexes) == ["rq_dedup_expires:btree", "rq_traces_created_at:btree"]
             assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
             returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
                                         "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")

@@ -82,13 +82,14 @@ CREATE TABLE IF NOT EXISTS rq_dedup (
     expires_at      timestamptz NOT NULL,
     PRIMARY KEY (partition_id, transaction_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
--- The purge (rq_dedup_purge_step) finds expired keys through this index. A BRIN index answers
--- 'maybe' for every page range not yet summarised, and without autosummarize only a vacuum
--- summarises: between two insert-triggered vacuums (a fifth of the table apart) every purge
--- step read all the keys written since the last one (100 ms for 2,000,000 keys), more as the
--- table grew. Summarised as each range fills, a step reads a range or two.
-CREATE INDEX IF NOT EXISTS rq_dedup_expiry ON rq_dedup USING brin (expires_at) WITH (autosummarize = on);
-ALTER INDEX rq_dedup_expiry SET (autosummarize = on);  -- an index made by an earlier version
+-- The purge (rq_dedup_purge_step) finds expired keys through this index. A btree, not BRIN:
+-- the purge frees pages at the old end of the table, vacuum hands them to new keys, and a BRIN
+-- range never narrows again, so once the table had turned over one window every range
+-- answered 'maybe' and every purge step read the whole table (docs/benchmarks.md, "The
+-- deduplication purge after one window"). Keys come in expiry order per queue, so the btree is
+-- appended to at its right end, and the purge reads only what it deletes.
+DROP INDEX IF EXISTS rq_dedup_expiry;  -- the BRIN index of earlier versions
+CREATE INDEX IF NOT EXISTS rq_dedup_expires ON rq_dedup (expires_at);
 
 -- The whole consumption model: a cursor and at most one lease per (partition, group).
 -- committed: every offset <= committed is done. A live lease covers span_start..span_end.
