@@ -104,6 +104,20 @@ def broker_with_clean_log(database_url: str, log_path: Path, extra_env: dict):
         assert "Traceback" not in text and "round failed" not in text, text[-4000:]
 
 
+@pytest.fixture
+async def fresh_database(database_url):
+    """A database of its own on the test server, empty (no schema), dropped afterwards: for
+    tests that need tables nobody else writes to."""
+    admin = await asyncpg.connect(database_url)
+    name = f"fresh_{os.getpid()}_{time.monotonic_ns()}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield database_url.replace("/postgres?", f"/{name}?")
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
 @pytest.fixture(scope="session")
 def database_url():
     """A private PostgreSQL for the whole run (or REGINAMQ_TEST_DATABASE_URL), schema applied."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import time
+import uuid
 
+import asyncpg
 import pytest
 
+from reginamq.store.database import apply_schema
 from tests.conftest import eventually, start_broker, stop_process
 
 
@@ -204,44 +205,52 @@ async def _is(awaitable, expected) -> bool:
     return (await awaitable) == expected
 
 
-async def test_the_dedup_purge_reads_what_it_deletes_after_the_table_turned_over(database_url):
+async def test_the_dedup_purge_reads_what_it_deletes_after_the_table_turned_over(fresh_database):
     """Keys expire at the old end of the table, vacuum hands those pages to new keys, and the
     purge must still find the expired ones without reading every page (a BRIN index did not)."""
-    import asyncpg
-
-    from reginamq.store.database import apply_schema
-
-    admin = await asyncpg.connect(database_url)
-    name = f"purge_{os.getpid()}_{time.monotonic_ns()}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    await apply_schema(fresh_database)
+    conn = await asyncpg.connect(fresh_database)
     try:
-        target = database_url.replace("/postgres?", f"/{name}?")
-        await apply_schema(target)
-        conn = await asyncpg.connect(target)
-        try:
-            keys = ("INSERT INTO rq_dedup SELECT gen_random_uuid(), 'k' || n, gen_random_uuid(), "
-                    "now() + $1::text::interval FROM generate_series(1, 40000) n")
-            await conn.execute(keys, "-1 minute")  # a window that has passed
-            while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
-                pass
-            await conn.execute("VACUUM rq_dedup")
-            await conn.execute(keys, "1 hour")  # the next window's keys, in the freed pages
-            await conn.execute(keys, "-1 second")  # and the keys expiring now
-            pages = await conn.fetchval("SELECT pg_relation_size('rq_dedup') / current_setting('block_size')::int")
-
-            while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
-                pass
-            await conn.execute("ANALYZE rq_dedup")  # as autovacuum would have by now
-            assert await conn.fetchval("SELECT rq_dedup_purge_step(10000)") == 0  # planned again, after ANALYZE
-            # a purge step with nothing expired: what it reads, the function's own statements included
-            plan = json.loads(await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                                                  "SELECT rq_dedup_purge_step(10000)"))[0]["Plan"]
-            read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
-            assert pages > 500 and read < pages / 8, f"a purge step with nothing expired read {read} of {pages} pages"
-            assert await conn.fetchval("SELECT count(*) FROM rq_dedup") == 40000
-            assert await conn.fetchval("SELECT count(*) FROM rq_dedup WHERE expires_at < now()") == 0
-        finally:
-            await conn.close()
+        keys = ("INSERT INTO rq_dedup SELECT gen_random_uuid(), 'k' || n, gen_random_uuid(), "
+                "now() + $1::text::interval FROM generate_series(1, 40000) n")
+        await conn.execute(keys, "-1 minute")  # a window that has passed
+        while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
+            pass
+        await conn.execute("VACUUM rq_dedup")
+        await conn.execute(keys, "1 hour")  # the next window's keys, in the freed pages
+        await conn.execute(keys, "-1 second")  # and the keys expiring now
+        pages = await conn.fetchval("SELECT pg_relation_size('rq_dedup') / current_setting('block_size')::int")
+        while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
+            pass
+        await conn.execute("ANALYZE rq_dedup")  # as autovacuum would have by now
+        assert await conn.fetchval("SELECT rq_dedup_purge_step(10000)") == 0  # planned again, after ANALYZE
+        # a purge step with nothing expired: what it reads, the function's own statements included
+        plan = json.loads(await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                                              "SELECT rq_dedup_purge_step(10000)"))[0]["Plan"]
+        read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+        assert pages > 500 and read < pages / 8, f"a purge step with nothing expired read {read} of {pages} pages"
+        assert await conn.fetchval("SELECT count(*) FROM rq_dedup") == 40000
+        assert await conn.fetchval("SELECT count(*) FROM rq_dedup WHERE expires_at < now()") == 0
     finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
+        await conn.close()
+
+
+async def test_the_traces_purge_deletes_old_traces_and_their_names_oldest_first(fresh_database):
+    await apply_schema(fresh_database)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        add = "SELECT rq_trace_add(gen_random_uuid(), $1, $2, NULL, 'info', '{}'::jsonb, $3)"
+        partition = uuid.uuid4()
+        for n in range(5):
+            await conn.execute(add, partition, f"t{n}", [f"name{n}", "shared"])
+        cutoff = await conn.fetchval("SELECT clock_timestamp()")
+        await conn.execute(add, partition, "later", ["shared"])
+        left = "SELECT array_agg(transaction_id ORDER BY created_at) FROM rq_traces"
+        assert await conn.fetchval("SELECT rq_traces_purge_step($1, 3)", cutoff) == 3
+        assert await conn.fetchval(left) == ["t3", "t4", "later"]
+        assert await conn.fetchval("SELECT rq_traces_purge_step($1, 3)", cutoff) == 2
+        assert await conn.fetchval("SELECT rq_traces_purge_step($1, 3)", cutoff) == 0
+        assert [r[0] for r in await conn.fetch("SELECT transaction_id FROM rq_traces")] == ["later"]
+        assert [r[0] for r in await conn.fetch("SELECT name FROM rq_trace_names")] == ["shared"]
+    finally:
+        await conn.close()

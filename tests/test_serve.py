@@ -133,49 +133,42 @@ def test_sigterm_answers_open_long_polls_at_once(database_url):
         stop_process(process)
 
 
-async def test_schema_applies_concurrently_and_idempotently(database_url):
-    admin = await asyncpg.connect(database_url)
-    name = f"schema_{os.getpid()}_{time.monotonic_ns()}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
+async def test_schema_applies_concurrently_and_idempotently(fresh_database):
+    target = fresh_database
+    applied = await asyncio.gather(*(apply_schema(target) for _ in range(4)))
+    assert sorted(applied) == [False, False, False, True]  # one applies, the others find it done
+    assert await apply_schema(target) is False
+    conn = await asyncpg.connect(target)
     try:
-        target = database_url.replace("/postgres?", f"/{name}?")
-        applied = await asyncio.gather(*(apply_schema(target) for _ in range(4)))
-        assert sorted(applied) == [False, False, False, True]  # one applies, the others find it done
-        assert await apply_schema(target) is False
-        conn = await asyncpg.connect(target)
-        try:
-            tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rq_%'")}
-            # an older version: rq_push with another signature and return type, and the current
-            # signature returning something else; an upgrade must replace both
-            await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool) "
-                               "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-            await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
-            await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
-                               "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-            # earlier versions found expired keys and old traces through BRIN indexes
-            await conn.execute("DROP INDEX rq_dedup_expires")
-            await conn.execute("CREATE INDEX rq_dedup_expiry ON rq_dedup USING brin (expires_at)")
-            await conn.execute("DROP INDEX rq_traces_created_at")
-            await conn.execute("CREATE INDEX rq_traces_created ON rq_traces USING brin (created_at)")
-            expiry_indexes = ("SELECT array_agg(c.relname || ':' || am.amname ORDER BY c.relname) FROM pg_class c "
-                              "JOIN pg_am am ON am.oid = c.relam WHERE c.relname IN "
-                              "('rq_dedup_expiry', 'rq_dedup_expires', 'rq_traces_created', 'rq_traces_created_at')")
-            await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
-            assert await apply_schema(target) is True
-            assert await conn.fetchval(expiry_indexes) == ["rq_dedup_expires:btree", "rq_traces_created_at:btree"]
-            assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
-            returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
-                                        "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
-            # the current function: a fresh push answers no duplicates, only the notice to send
-            assert [(r["item"], r["original_id"]) for r in returned] == [(None, None)]
-            assert returned[0]["notice"].startswith("q\n")
-        finally:
-            await conn.close()
-        assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
-                "rq_consumer_groups"} <= tables
+        tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rq_%'")}
+        # an older version: rq_push with another signature and return type, and the current
+        # signature returning something else; an upgrade must replace both
+        await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool) "
+                           "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
+        await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
+        await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
+                           "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
+        # earlier versions found expired keys and old traces through BRIN indexes
+        await conn.execute("DROP INDEX rq_dedup_expires")
+        await conn.execute("CREATE INDEX rq_dedup_expiry ON rq_dedup USING brin (expires_at)")
+        await conn.execute("DROP INDEX rq_traces_created_at")
+        await conn.execute("CREATE INDEX rq_traces_created ON rq_traces USING brin (created_at)")
+        expiry_indexes = ("SELECT array_agg(c.relname || ':' || am.amname ORDER BY c.relname) FROM pg_class c "
+                          "JOIN pg_am am ON am.oid = c.relam WHERE c.relname IN "
+                          "('rq_dedup_expiry', 'rq_dedup_expires', 'rq_traces_created', 'rq_traces_created_at')")
+        await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
+        assert await apply_schema(target) is True
+        assert await conn.fetchval(expiry_indexes) == ["rq_dedup_expires:btree", "rq_traces_created_at:btree"]
+        assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
+        returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
+                                    "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
+        # the current function: a fresh push answers no duplicates, only the notice to send
+        assert [(r["item"], r["original_id"]) for r in returned] == [(None, None)]
+        assert returned[0]["notice"].startswith("q\n")
     finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
+        await conn.close()
+    assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
+            "rq_consumer_groups"} <= tables
 
 
 @pytest.mark.timeout(180)

@@ -434,12 +434,16 @@ LANGUAGE sql AS $$
     SELECT count(*)::int FROM gone
 $$;
 
--- Forget deduplication keys whose window has passed, at most p_limit per call.
+-- Forget deduplication keys whose window has passed, at most p_limit per call, the oldest
+-- first. In expiry order, so the plan walks the expiry index (001_schema.sql) even when much
+-- of the table has expired (a purge catching up): without the order, a planner expecting half
+-- the rows to match scanned the table from its start, through the live keys in the pages
+-- vacuum had reused, for each step.
 CREATE OR REPLACE FUNCTION rq_dedup_purge_step(p_limit int) RETURNS int
 LANGUAGE sql AS $$
     WITH gone AS (
         DELETE FROM rq_dedup WHERE ctid IN (
-            SELECT ctid FROM rq_dedup WHERE expires_at < now() LIMIT p_limit)
+            SELECT ctid FROM rq_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT p_limit)
         RETURNING 1
     )
     SELECT count(*)::int FROM gone

@@ -92,7 +92,8 @@ LANGUAGE sql STABLE AS $$
     LIMIT p_limit OFFSET p_offset
 $$;
 
--- Forget traces older than p_before, at most p_limit per call.
+-- Forget traces older than p_before, at most p_limit per call, the oldest first (the order also
+-- keeps the plan on the created_at index, as rq_dedup_purge_step's, 007_maintenance.sql).
 CREATE OR REPLACE FUNCTION rq_traces_purge_step(p_before timestamptz, p_limit int) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -100,7 +101,7 @@ DECLARE
 BEGIN
     WITH gone AS (
         DELETE FROM rq_traces t WHERE t.id IN (
-            SELECT t2.id FROM rq_traces t2 WHERE t2.created_at < p_before LIMIT p_limit)
+            SELECT t2.id FROM rq_traces t2 WHERE t2.created_at < p_before ORDER BY t2.created_at LIMIT p_limit)
         RETURNING t.id, t.created_at, t.trace_names
     ), names AS (
         DELETE FROM rq_trace_names n USING gone g, unnest(g.trace_names) AS nm(name)
