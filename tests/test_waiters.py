@@ -45,7 +45,7 @@ async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url
     try:
         await wait_listening(waiters)
         queue, other = f"w-{uuid.uuid4().hex[:8]}", f"w-{uuid.uuid4().hex[:8]}"
-        mine, theirs, anyone = waiters.park(queue), waiters.park(other), waiters.park(None)
+        mine, theirs, anyone = waiters.park(queue, "g"), waiters.park(other, "g"), waiters.park(None, "g")
         await push_one(database_url, queue)
         assert await asyncio.wait_for(mine, 5) is True
         assert await asyncio.wait_for(anyone, 5) is True  # discovery pops wake on any queue
@@ -53,6 +53,27 @@ async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url
         assert not theirs.done()
         waiters.close()
         assert theirs.result() is False  # shutting down answers everyone, empty
+    finally:
+        await waiters.stop()
+
+
+async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
+    """Every group reads every message, so each needs its own wake-up; within a group, one
+    (the longest waiting) suffices, it wakes the next if it leaves work behind."""
+    waiters = Waiters()
+    await waiters.listen(database_url)
+    try:
+        await wait_listening(waiters)
+        queue = f"w-{uuid.uuid4().hex[:8]}"
+        first = {group: waiters.park(queue, group) for group in ("g1", "g2", "g3")}
+        second = {group: waiters.park(queue, group) for group in ("g1", "g2", "g3")}
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(asyncio.gather(*first.values()), 5) == [True] * 3
+        await asyncio.sleep(0.3)
+        assert not any(future.done() for future in second.values())
+        waiters.wake(queue, "g2")  # a pop of g2 that took all it could wakes g2's next only
+        assert second["g2"].result() is True
+        assert not second["g1"].done() and not second["g3"].done()
     finally:
         await waiters.stop()
 
@@ -65,7 +86,7 @@ async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_
         await wait_listening(waiters)
         queue = f"w-{uuid.uuid4().hex[:8]}"
         assert hot.take(queue, "g", 1)[0] == []  # the reader registers with its first pop
-        parked = waiters.park(queue)
+        parked = waiters.park(queue, "g")
         await push_one(database_url, queue)
         assert await asyncio.wait_for(parked, 5) is True
         conn = await asyncpg.connect(database_url)
@@ -135,9 +156,11 @@ async def test_an_expired_lease_becomes_a_hint_for_its_reader_and_wakes_a_pop(da
         await conn.close()
     assert await watcher.look() == 0  # no reader in this process: nothing to hand
     assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == []  # the reader registers
-    parked = waiters.park(queue)
+    other_group = waiters.park(queue, "g")
+    parked = waiters.park(queue, "__QUEUE_MODE__")
     assert await watcher.look() == 1
     assert parked.done() and parked.result() is True
+    assert not other_group.done()  # the lease was the queue-mode reader's: only its pop is woken
     assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == [partition_id]
 
 

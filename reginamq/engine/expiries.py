@@ -5,7 +5,7 @@ that runs out -- a consumer that crashed, or a span released by a retry and held
 queue's retryDelay -- announces nothing. Each broker process therefore asks, twice a second and
 only while it has readers, for the expired leases of every queue (one query on the index of
 spans in flight) and hands each to the readers of its (queue, group) as a hint, waking a
-parked pop of the queue. Idle readers then need no look-up of their own, which is what lets a
+parked pop of that group. Idle readers then need no look-up of their own, which is what lets a
 thousand queues with a consumer each wait without a query per consumer per second.
 """
 
@@ -37,5 +37,5 @@ class LeaseWatcher(Periodic):
         for queue, group, partition_id in rows:
             if self._hot.lease_expired(queue, group, partition_id):
                 handed += 1
-                self._waiters.wake(queue)
+                self._waiters.wake(queue, group)
         return handed

@@ -145,7 +145,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     first_attempt = True
     heard_all = True
     while True:
-        parked = waiters.park(request.queue) if request.wait else None
+        parked = waiters.park(request.queue, request.group) if request.wait else None
         try:
             if fill_wait is None:
                 # The client may have just been answered a push (or a configure) whose
@@ -199,7 +199,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             found = bool(rows)
             if found:
                 if _took_all_it_could(rows, request):
-                    waiters.wake(rows[0][0])  # there may be more work: let the next poller look
+                    waiters.wake(rows[0][0], request.group)  # there may be more work: the group's next poller looks
                 return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
@@ -210,7 +210,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                 return None
         finally:
             if parked is not None:
-                waiters.unpark(request.queue, parked)
+                waiters.unpark(request.queue, request.group, parked)
 
 
 async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float) -> bool:

@@ -72,48 +72,61 @@ class Waiters:
         self._gathering: asyncio.Future | None = None  # the sync round not sent yet
         self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
-        # Insertion-ordered (dicts as ordered sets): the longest waiter is woken first.
-        self._parked: dict[str, dict[asyncio.Future, None]] = {}
+        # queue (or ANY_QUEUE) -> consumer group -> its parked pops, insertion-ordered (dicts
+        # as ordered sets): the longest waiter of a group is woken first.
+        self._parked: dict[str, dict[str, dict[asyncio.Future, None]]] = {}
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
 
-    def park(self, queue: str | None) -> asyncio.Future:
+    def park(self, queue: str | None, group: str) -> asyncio.Future:
         """Register interest before looking, so a push between the look and the wait is not missed."""
         future = asyncio.get_running_loop().create_future()
         if self._closing:
             future.set_result(False)
             return future
-        self._parked.setdefault(queue or ANY_QUEUE, {})[future] = None
+        self._parked.setdefault(queue or ANY_QUEUE, {}).setdefault(group, {})[future] = None
         return future
 
-    def unpark(self, queue: str | None, future: asyncio.Future) -> None:
+    def unpark(self, queue: str | None, group: str, future: asyncio.Future) -> None:
         key = queue or ANY_QUEUE
-        waiting = self._parked.get(key)
+        groups = self._parked.get(key)
+        waiting = groups.get(group) if groups is not None else None
         if waiting is not None:
             waiting.pop(future, None)
             if not waiting:
-                del self._parked[key]
+                del groups[group]
+                if not groups:
+                    del self._parked[key]
         if not future.done():
             future.cancel()
 
-    def wake(self, queue: str) -> None:
-        """Wake one parked pop of the queue (and one discovery pop).
+    def wake(self, queue: str, group: str | None = None) -> None:
+        """Wake one parked pop of each consumer group of the queue (and of the discovery
+        pops), or of ``group`` only.
 
-        Not all of them: a push usually feeds one poller, and waking every consumer of a queue
-        for each push turned most pops into empty ones. A woken pop that finds work wakes the
-        next (see pop.py), so wake-ups cascade exactly as long as there is work to hand out;
-        a parked pop also re-checks on its own back-off, so nobody waits longer than that.
+        One a group, not all of them: a push usually feeds one poller of each group, and
+        waking every consumer of a queue for each push turned most pops into empty ones. But
+        every group, since each reads every message: woken one a queue, the other groups of a
+        fan-out waited for their own re-check. A woken pop that finds work wakes the next of
+        its group (see pop.py), so wake-ups cascade exactly as long as there is work to hand
+        out; a parked pop also re-checks on its own back-off, so nobody waits longer than that.
         """
         for key in (queue, ANY_QUEUE):
-            waiting = self._parked.get(key)
-            while waiting:
-                future = next(iter(waiting))
-                del waiting[future]
-                if not future.done():
-                    future.set_result(True)
-                    break
-            if waiting is not None and not waiting:
+            groups = self._parked.get(key)
+            if not groups:
+                continue
+            for name in [group] if group is not None else list(groups):
+                waiting = groups.get(name)
+                while waiting:
+                    future = next(iter(waiting))
+                    del waiting[future]
+                    if not future.done():
+                        future.set_result(True)
+                        break
+                if waiting is not None and not waiting:
+                    del groups[name]
+            if not groups:
                 del self._parked[key]
 
     @property
@@ -123,8 +136,9 @@ class Waiters:
     def close(self) -> None:
         """Shutting down: every parked pop answers now (empty) instead of waiting its timeout."""
         self._closing = True
-        for waiting in self._parked.values():
-            _resolve(waiting, False)
+        for groups in self._parked.values():
+            for waiting in groups.values():
+                _resolve(waiting, False)
         self._parked.clear()
         if self._task is not None:
             self._task.cancel()
@@ -225,7 +239,8 @@ class Waiters:
 
     def _wake_all(self) -> None:
         for key in list(self._parked):
-            _resolve(self._parked.pop(key, ()), True)
+            for waiting in self._parked.pop(key, {}).values():
+                _resolve(waiting, True)
 
 
 def _resolve(futures, value: bool) -> None:
