@@ -10,15 +10,18 @@ import asyncio
 import itertools
 import json
 import random
+import time
 
 import httpx
+import psutil
 import pytest
 
 from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
+from reginamq.bench.report import summary_lines
 from reginamq.bench.session import run_session
 from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
-from reginamq.bench.system import CPU_PRESSURE, CpuPressure
+from reginamq.bench.system import CPU_PRESSURE, CpuMeter, CpuPressure
 
 
 def exact_percentile(values: list[int], q: float) -> int:
@@ -189,6 +192,33 @@ def test_cpu_pressure_is_the_share_of_wall_time_tasks_waited(tmp_path, monkeypat
     assert pressure.sample() == pytest.approx(0.75)  # 1.5 s of waiting in 2 s
     source.unlink()
     assert pressure.sample() is None  # a kernel without pressure information
+
+
+def test_cpu_cores_are_measured_over_monotonic_time_not_the_wall_clock(monkeypatch):
+    """A time sync stepping the wall clock an hour between two samples must not turn a busy
+    interval into an idle one."""
+    meter = CpuMeter(lambda: [psutil.Process()])
+    meter.sample()
+    started = time.process_time()
+    while time.process_time() - started < 0.3:
+        pass
+    stepped = time.time() + 3600
+    monkeypatch.setattr("reginamq.bench.system.time.time", lambda: stepped)
+    cores, rss, _ = meter.sample()
+    assert cores > 0.3  # one core busy for the interval; over wall time it would read ~0.0001
+    assert rss > 0
+
+
+def _final(**overrides) -> dict:
+    final = {"cpu_broker": 0.5, "cpu_pg": 0.5, "in_rate": 10_000, "cpu_gen": 0.2, "cpu_gen_busiest": 0.1,
+             "pacer_lag_max_ms": 12.0, "cpu_wait": 0.1, "push_err_msgs": 0, "ack_err_msgs": 0}
+    return final | overrides
+
+
+def test_the_summary_says_when_the_generator_itself_stopped_running():
+    assert not [line for line in summary_lines(_final()) if "warning" in line]
+    [warning] = [line for line in summary_lines(_final(pacer_lag_max_ms=15_615.0)) if "warning" in line]
+    assert "15.6 s behind its schedule" in warning
 
 
 def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):

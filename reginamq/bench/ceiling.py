@@ -58,13 +58,13 @@ async def _loop(cfg, index, database_url, connections, start_ns, reports, kind, 
                                      command_timeout=STATEMENT_TIMEOUT_S,
                                      server_settings={"application_name": APPLICATION_NAME})
     end_ns = start_ns + int(cfg.duration * 1e9)
-    await asyncio.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+    await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
     report_task = asyncio.create_task(reporter.run())
 
     async def worker(slot: int) -> None:
         async with pool.acquire() as conn:
             n = 0
-            while time.time_ns() < end_ns:
+            while time.monotonic_ns() < end_ns:
                 await body(conn, reporter, slot, n)
                 n += 1
 
@@ -127,7 +127,7 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
     writers = readers = max(1, cfg.total_consumers)
     context = multiprocessing.get_context("spawn")
     reports, stop = context.Queue(), context.Event()
-    start_ns = time.time_ns() + int(START_DELAY_S * 1e9)
+    start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
     wprocs, rprocs = cfg.producer_procs, cfg.consumer_procs
     processes = [context.Process(target=writer_main, daemon=True,
                                  args=(cfg, i, database_url, table, _share(writers, wprocs, i), start_ns, reports,
@@ -147,7 +147,7 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
     for process in processes:
         process.start()
     try:
-        await asyncio.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+        await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
         pg.sample()
         generator.sample()
         left = len(processes)
@@ -163,7 +163,7 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
                     totals[key] += value
                     interval[key] += value
                 left -= snapshot["final"]
-            now = time.time_ns()
+            now = time.monotonic_ns()
             display.update((now - start_ns) / 1e9, "ceiling", f"in {totals['inserted']:,} out {totals['deleted']:,}")
             due = start_ns + tick * int(cfg.report * 1e9)
             if now >= due + 250_000_000 and due <= start_ns + cfg.duration * 1e9 + 1e6:

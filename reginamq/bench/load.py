@@ -6,6 +6,8 @@ before, a push is never retried, and a push that would take the messages in flig
 ``--max-inflight`` is *shed* (counted, never sent, never queued). Every message carries its
 scheduled instant, so a consumer's latency is measured from when the message *should* have been
 sent (coordinated-omission corrected), not from when an overloaded generator got round to it.
+Every instant is on the monotonic clock, which all processes of one machine share: a step of
+the wall clock (a time sync) must not read as seconds of latency or a burst of missed pushes.
 
 Consumers are closed loop: pop, record, ack, pop again. Each process keeps its own counters and
 histogram and sends the difference to the parent every report interval over a multiprocessing
@@ -128,7 +130,7 @@ class Reporter:
     async def run(self) -> None:
         """Send a snapshot at every tick of the shared report clock."""
         while True:
-            await asyncio.sleep(max(0.0, (self.next_tick_ns() - time.time_ns()) / 1e9))
+            await asyncio.sleep(max(0.0, (self.next_tick_ns() - time.monotonic_ns()) / 1e9))
             self.send()
             self.tick += 1
 
@@ -241,7 +243,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
                 await response.read()
         report_task = asyncio.create_task(reporter.run())
         while not abort.is_set():
-            now = time.time_ns()
+            now = time.monotonic_ns()
             for push_index, instant in pacer.due(now):
                 c = reporter.counters
                 c["offered"] += cfg.push_batch
@@ -264,7 +266,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
             upcoming = pacer.next_instant()
             if upcoming is None:
                 break
-            await asyncio.sleep(max(0.0, min((upcoming - time.time_ns()) / 1e9, 0.05)))
+            await asyncio.sleep(max(0.0, min((upcoming - time.monotonic_ns()) / 1e9, 0.05)))
         if tasks:
             await asyncio.wait(list(tasks))
         report_task.cancel()
@@ -419,7 +421,7 @@ async def timed_pop(session, url: str, params: dict, counters) -> tuple[int, byt
     counters["pop_reqs"] += 1
     if status == 204:
         counters["empty_pops"] += 1
-    return status, raw, time.time_ns()
+    return status, raw, time.monotonic_ns()
 
 
 _DONE = {"push": "accepted", "ack": "acked"}

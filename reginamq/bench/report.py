@@ -104,6 +104,12 @@ def final_line(final: dict) -> str:
 # interval p99 swung between 0.2 and 2 s.
 SATURATED = 0.25
 
+# Pacer lag above which the summary says the generator itself stopped running. The pacer never
+# waits for the broker (a push over the in-flight cap is shed on time), so a pacer seconds late
+# means the generator's own process was not scheduled: a run on 2 cores once showed 15.6 s,
+# with broker, PostgreSQL and generator together under 0.3 cores in that interval.
+GENERATOR_STALLED_MS = 1_000.0
+
 
 def summary_lines(final: dict) -> list[str]:
     """Derived figures a reader wants next to the final line."""
@@ -114,6 +120,10 @@ def summary_lines(final: dict) -> list[str]:
                      f"({cores:.2f} cores)")
     lines.append(f"  generator: {final['cpu_gen']:.2f} cores, busiest process {final['cpu_gen_busiest']:.2f} "
                  f"cores, worst pacer lag {final['pacer_lag_max_ms']:.1f} ms")
+    if final["pacer_lag_max_ms"] > GENERATOR_STALLED_MS:
+        lines.append(f"  warning: the generator fell {final['pacer_lag_max_ms'] / 1000:.1f} s behind its schedule: "
+                     "its own process did not run (the pacer never waits for the broker), so the shed and the "
+                     "tail of that stretch are the machine's, not the broker's")
     if final.get("cpu_wait") is not None:
         lines.append(f"  machine: a task waited for a core {100 * final['cpu_wait']:.0f}% of the time (CPU pressure)"
                      + ("; the tail is the machine's as much as the broker's" if final["cpu_wait"] > SATURATED else ""))

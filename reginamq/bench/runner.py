@@ -120,7 +120,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
     abort, stop = context.Event(), context.Event()
-    start_ns = time.time_ns() + int(START_DELAY_S * 1e9)
+    start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
     processes = [context.Process(target=load.consumer_main, args=(cfg, i, target.url, start_ns, reports, stop),
                                  name=f"bench-consumer-{i}", daemon=True) for i in range(cfg.consumer_procs)]
     processes += [context.Process(target=load.producer_main, args=(cfg, i, target.url, start_ns, reports, abort),
@@ -149,7 +149,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
 
 
 async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interrupted) -> tuple[list[dict], dict]:
-    await asyncio.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+    await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
     await sampler.sample()  # the CPU baseline at the first instant
     report_ns = int(cfg.report * 1e9)
     rows: list[dict] = []
@@ -200,14 +200,14 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
     while True:
         await asyncio.sleep(0.1)
         read_reports()
-        now = time.time_ns()
+        now = time.monotonic_ns()
         elapsed = (now - start_ns) / 1e9
         if now >= start_ns + tick * report_ns + int(READ_GRACE_S * 1e9):
             await emit(start_ns + tick * report_ns)
             tick += 1
         if interrupted.is_set() and not abort.is_set():
             display.print("interrupted: stopping the producers, then the consumers")
-            interrupted_at = time.time_ns()
+            interrupted_at = time.monotonic_ns()
             abort.set()
             drain_deadline = time.monotonic()
         if phase == "load" and producers_left == 0:
@@ -230,7 +230,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
         display.update(elapsed, phase, f"in {c['accepted']:,} out {c['acked']:,}")
         if stop_sent_at is not None and (consumers_left == 0 or time.monotonic() - stop_sent_at > 60):
             read_reports()
-            now = time.time_ns()
+            now = time.monotonic_ns()
             if any(current.counters[key] for key in ("offered", "accepted", "popped", "acked", "push_err",
                                                      "pop_err", "ack_err")):
                 await emit(now)

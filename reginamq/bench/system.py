@@ -107,18 +107,19 @@ class CpuMeter:
         self.finder = finder
         self.last: dict[int, float] = {}
         self.started: dict[int, float] = {}
-        self.last_time: float | None = None
+        self.last_time: float | None = None  # wall clock: compared with processes' start times
+        self.last_tick: float | None = None  # monotonic: the interval's length, immune to clock steps
         self.busiest = 0.0
 
     def sample(self) -> tuple[float, float, list[psutil.Process]]:
         """``(cores, resident bytes, processes)`` since the previous sample."""
-        now = time.time()
+        now, tick = time.time(), time.monotonic()
         spent = 0.0
         rss = 0.0
         current: dict[int, float] = {}
         busiest = 0.0
         procs = self.finder()
-        wall = (now - self.last_time) if self.last_time else 0.0
+        wall = (tick - self.last_tick) if self.last_tick else 0.0
         for proc in procs:
             try:
                 with proc.oneshot():
@@ -139,7 +140,7 @@ class CpuMeter:
             if wall > 0:
                 busiest = max(busiest, delta / wall)
         self.last = current
-        self.last_time = now
+        self.last_time, self.last_tick = now, tick
         self.busiest = busiest
         return (spent / wall if wall > 0 else 0.0), rss, procs
 
