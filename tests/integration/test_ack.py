@@ -404,3 +404,15 @@ async def test_span_holding_one_transaction_id_twice_is_completed_by_acking_both
     assert [r["success"] for r in results] == [True, True]
     assert results[-1]["leaseReleased"] is True
     assert await pop(http, queue) is None
+
+
+async def test_a_batch_mixing_acks_with_and_without_a_lease_id(http, queue):
+    await push(http, queue, "m", "n", "o")
+    messages = await pop_messages(http, queue, batch=3)
+    acknowledgments = [ack_body(messages[0]), ack_body(messages[1], lease=False), ack_body(messages[2])]
+    assert "leaseId" not in acknowledgments[1] and acknowledgments[2]["leaseId"]
+    response = await http.post("/api/v1/ack/batch", json={"acknowledgments": acknowledgments})
+    results = response.json()
+    assert [r["success"] for r in results] == [True, True, True]
+    assert results[2]["leaseReleased"] is True
+    assert await pop_messages(http, queue) == []
