@@ -106,7 +106,6 @@ class CpuMeter:
     def __init__(self, finder: Callable[[], list[psutil.Process]]):
         self.finder = finder
         self.last: dict[int, float] = {}
-        self.started: dict[int, float] = {}
         self.last_time: float | None = None  # wall clock: compared with processes' start times
         self.last_tick: float | None = None  # monotonic: the interval's length, immune to clock steps
         self.busiest = 0.0
@@ -119,7 +118,7 @@ class CpuMeter:
         current: dict[int, float] = {}
         busiest = 0.0
         procs = self.finder()
-        wall = (tick - self.last_tick) if self.last_tick else 0.0
+        elapsed = (tick - self.last_tick) if self.last_tick else 0.0
         for proc in procs:
             try:
                 with proc.oneshot():
@@ -137,12 +136,12 @@ class CpuMeter:
             else:
                 delta = 0.0
             spent += max(0.0, delta)
-            if wall > 0:
-                busiest = max(busiest, delta / wall)
+            if elapsed > 0:
+                busiest = max(busiest, delta / elapsed)
         self.last = current
         self.last_time, self.last_tick = now, tick
         self.busiest = busiest
-        return (spent / wall if wall > 0 else 0.0), rss, procs
+        return (spent / elapsed if elapsed > 0 else 0.0), rss, procs
 
 
 class CpuPressure:
