@@ -61,13 +61,12 @@ async def measure(database_url: str, args) -> dict[str, list[float]]:
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         partitions = [uuid.uuid4() for _ in range(args.partitions)]
         await conn.execute("DROP SCHEMA IF EXISTS keycost CASCADE; CREATE SCHEMA keycost")
-        statements = {"call only": CALL_ONLY}
-        for name, (table, insert) in SHAPES.items():
+        for table, insert in SHAPES.values():
             await conn.execute(table)
             filling = await conn.prepare(insert)
             for _ in range(args.prefill // 10_000):
                 await filling.fetch(*keys(partitions, 10_000))
-            statements[name] = insert
+        statements = {"call only": CALL_ONLY} | {name: insert for name, (_, insert) in SHAPES.items()}
         await conn.execute("VACUUM ANALYZE")
         cpu: dict[str, list[float]] = {name: [] for name in statements}
         for _ in range(args.rounds):
