@@ -24,7 +24,7 @@ from reginamq.engine.waiters import Waiters
 
 async def wait_listening(waiters: Waiters) -> None:
     for _ in range(100):
-        if waiters._listener is not None and not waiters._listener.is_closed():
+        if waiters.listening:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the listener never connected")
@@ -120,7 +120,11 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
     observer = await asyncpg.connect(database_url)
     seen: list[str] = []
     await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: seen.append(token))
-    run = runner(database_url)
+    sender = await asyncpg.connect(database_url)  # opened beforehand: no connect inside the timeout
+
+    async def run(call):
+        return await call(sender)
+
     try:
         await wait_listening(waiters)
         assert await asyncio.gather(*(waiters.sync(run) for _ in range(50))) == [True] * 50
@@ -132,6 +136,7 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
             await asyncio.sleep(0.02)
         assert len(seen) == 2
     finally:
+        await sender.close()
         await observer.close()
         await waiters.stop()
 

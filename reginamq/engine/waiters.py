@@ -76,6 +76,7 @@ class Waiters:
         # as ordered sets): the longest waiter of a group is woken first.
         self._parked: dict[str, dict[str, dict[asyncio.Future, None]]] = {}
         self._listener: asyncpg.Connection | None = None
+        self._listening = False  # the LISTENs are in place on self._listener
         self._task: asyncio.Task | None = None
         self._closing = False
 
@@ -133,6 +134,12 @@ class Waiters:
     def closing(self) -> bool:
         return self._closing
 
+    @property
+    def listening(self) -> bool:
+        """True once every channel is LISTENed to: a connection that is open but not yet
+        listening would not hear a notification sent now, so a sync would wait out its timeout."""
+        return self._listening and self._listener is not None and not self._listener.is_closed()
+
     def close(self) -> None:
         """Shutting down: every parked pop answers now (empty) instead of waiting its timeout."""
         self._closing = True
@@ -159,12 +166,14 @@ class Waiters:
         delay = 0.2
         while not self._closing:
             try:
+                self._listening = False
                 self._listener = await asyncpg.connect(dsn)
                 lost = asyncio.get_running_loop().create_future()
                 self._listener.add_termination_listener(functools.partial(_settle, lost))
                 await self._listener.add_listener(CHANNEL, self._on_notify)
                 await self._listener.add_listener(CONFIG_CHANNEL, self._on_config)
                 await self._listener.add_listener(SYNC_CHANNEL, self._on_sync)
+                self._listening = True
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
                 self._wake_all()
@@ -199,7 +208,7 @@ class Waiters:
         (it is sent after the call began, so it covers the call) or opens one. However many
         pops ask at once, one notification is in flight and at most one more is gathering.
         """
-        if self._listener is None or self._listener.is_closed() or self._closing:
+        if not self.listening or self._closing:
             return False
         gathering = self._gathering
         if gathering is None:
