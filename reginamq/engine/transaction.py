@@ -3,6 +3,11 @@
 Every operation is validated before the database is touched; then the acks and the pushes run
 inside one database transaction, each kind as one call. A refused ack, a lease that is no
 longer live or a duplicate push rolls the whole bundle back and is reported with a reason.
+
+The answer's ``results`` are flat, as Queen's: one per acknowledgement and one per pushed
+item (a push operation of three items answers three results), in request order, so that
+``index`` counts acks and pushed items alike; the client's ``failedIndex`` arithmetic and
+its binary transaction body (push_binary.py) both count that way.
 """
 
 from __future__ import annotations
@@ -20,6 +25,11 @@ from reginamq.engine.sealing import Sealer
 LIVE_LEASES_SQL = (
     "SELECT count(DISTINCT lease_id) FROM rq_consumers "
     "WHERE lease_id = ANY($1::uuid[]) AND span_end IS NOT NULL AND lease_expires_at > now()"
+)
+# the partition of every pushed item, for its result (the push itself answers without it)
+PARTITION_IDS_SQL = (
+    "SELECT t.ord::int, p.id::text FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(queue, partition, ord) "
+    "JOIN rq_queues q ON q.name = t.queue JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.partition"
 )
 MAX_OPERATIONS = 10_000
 
@@ -97,16 +107,32 @@ async def execute(conn, prepared, sealer: Sealer) -> dict:
             if duplicate is not None:
                 raise Rollback("duplicate", f"transactionId {duplicate['transaction_id']} was already "
                                             "pushed to this partition")
+            partition_ids = await _partition_ids(conn, push_batch)
     except Rollback as rollback:
         return {"transactionId": transaction_id, "success": False, "reason": rollback.reason,
                 "error": rollback.error, "results": []}
-    results = []
-    for index, (kind, first, count) in enumerate(layout):
+    results: list[dict] = []
+    for kind, first, count in layout:
         if kind == "ack":
             outcome = ack_results[first]
-            results.append({"index": index, "type": "ack", "success": True,
+            results.append({"index": len(results), "type": "ack", "success": True,
+                            "transactionId": outcome["transactionId"], "error": None,
                             "leaseReleased": outcome["leaseReleased"], "dlq": outcome["dlq"]})
-        else:
-            results.append({"index": index, "type": "push", "success": True,
-                            "items": push_results[first:first + count]})
+            continue
+        for item in range(first, first + count):
+            pushed = push_results[item]
+            results.append({"index": len(results), "type": "push", "success": True,
+                            "transactionId": pushed["transaction_id"], "messageId": pushed["message_id"],
+                            "partitionId": partition_ids[item], "queueName": pushed["queueName"],
+                            "status": pushed["status"]})
     return {"transactionId": transaction_id, "success": True, "results": results}
+
+
+async def _partition_ids(conn, prepared: pushes.PreparedPush) -> list[str]:
+    """Each pushed item's partition id, in item order (inside the transaction that created them)."""
+    if not prepared.slots:
+        return []
+    rows = await conn.fetch(PARTITION_IDS_SQL, [queue for _column, _txid, queue in prepared.slots],
+                            [prepared.partitions[column] for column, _txid, _queue in prepared.slots])
+    ids = dict(rows)
+    return [ids[position] for position in range(1, len(prepared.slots) + 1)]

@@ -115,7 +115,13 @@ ACK_RESULT = obj({"index": INTEGER, "transactionId": STRING, "success": BOOLEAN,
 EXTEND = obj({"leaseId": STRING, "success": BOOLEAN, "renewed": {"type": ["integer", "boolean"]},
               "newExpiresAt": STAMP, "expiresAt": STAMP, "lease_expires_at": STAMP},
              ["leaseId", "success", "renewed"])
-TRANSACTION = obj({"transactionId": STRING, "success": BOOLEAN, "results": array(obj({}, [])),
+# one per ack and one per pushed item, in request order (engine/transaction.py)
+TRANSACTION_RESULT = obj({"index": INTEGER, "type": {"type": "string", "enum": ["ack", "push"]}, "success": BOOLEAN,
+                          "transactionId": STRING, "error": NULLABLE_STRING, "leaseReleased": BOOLEAN,
+                          "dlq": BOOLEAN, "messageId": STRING, "partitionId": STRING, "queueName": STRING,
+                          "status": STRING},
+                         ["index", "type", "success", "transactionId"])
+TRANSACTION = obj({"transactionId": STRING, "success": BOOLEAN, "results": array(TRANSACTION_RESULT),
                    "reason": {"type": "string", "enum": ["lease_expired", "ack_rejected", "duplicate"]},
                    "error": STRING}, ["transactionId", "success", "results"])
 OPTIONS_OUT = {"type": "object"}

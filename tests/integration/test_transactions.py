@@ -53,6 +53,25 @@ async def test_ack_and_push_commit_together(http, queue):
     assert out["traceId"] == trace
 
 
+async def test_results_are_flat_one_per_ack_and_one_per_pushed_item(http, queue):
+    """As Queen's: a push operation of two items answers two results, each naming its message."""
+    target = unique("q")
+    await push(http, queue, "input")
+    [message] = await pop_messages(http, queue)
+    two = {"type": "push", "items": [{"queue": target, "partition": "a", "payload": 1, "transactionId": "t-a"},
+                                     {"queue": target, "partition": "b", "payload": 2, "transactionId": "t-b"}]}
+    answer = await transaction(http, [two, ack_op(message)])
+    assert answer["success"] is True
+    results = answer["results"]
+    assert [(r["index"], r["type"]) for r in results] == [(0, "push"), (1, "push"), (2, "ack")]
+    assert [r["transactionId"] for r in results] == ["t-a", "t-b", message["transactionId"]]
+    assert results[2]["leaseReleased"] is True and results[2]["error"] is None
+    for result, partition in zip(results[:2], ["a", "b"], strict=True):
+        [out] = await pop_messages(http, target, partition)
+        assert (result["messageId"], result["partitionId"], result["queueName"]) == \
+            (out["id"], out["partitionId"], target)
+
+
 async def test_unknown_required_lease_applies_nothing(http, queue, db):
     target = unique("q")
     await push(http, queue, "input")
