@@ -52,8 +52,11 @@ class PreparedPush(msgspec.Struct):
     slots: list[tuple[int, str, str]]
 
 
-def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedPush:
-    """Validate, mint ids, render fragments; the first of in-request duplicates wins.
+def prepare(items: list[PushItem], producer_sub: str | None = None,
+            message_ids: list[str | None] | None = None) -> PreparedPush:
+    """Validate, mint ids (unless the client minted them: ``message_ids``, one an item or None,
+    from the binary push body's frames), render fragments; the first of in-request duplicates
+    wins.
 
     This loop is the broker's largest per-message Python cost, so names (which repeat within
     a request) are checked once each, and error labels are built only when there is an error.
@@ -75,7 +78,7 @@ def prepare(items: list[PushItem], producer_sub: str | None = None) -> PreparedP
             raw = bytes(item.payload)
             if len(raw) > MAX_PAYLOAD_BYTES:
                 raise BadRequest(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes", status=413)
-            message_id = str(uuid_utils.uuid7())
+            message_id = (message_ids and message_ids[position]) or str(uuid_utils.uuid7())
             txid = message_id if item.transactionId is None else check_name("transactionId", item.transactionId)
             trace = b"null" if item.traceId is None else orjson.dumps(check_name("traceId", item.traceId))
         except BadRequest as error:

@@ -50,6 +50,10 @@ class Operation(msgspec.Struct):
 class TransactionBody(msgspec.Struct):
     operations: list[Operation]
     requiredLeases: list[str] | None = None
+    # Queen 2.x riders (key-value preconditions, timers): not served here, so refused rather
+    # than ignored; a bundle committed without its guard would be a silent wrong answer.
+    kv: list | None = None
+    timers: list | None = None
 
 
 class Rollback(Exception):
@@ -59,8 +63,13 @@ class Rollback(Exception):
         self.error = error
 
 
-def prepare(body: TransactionBody, producer_sub: str | None = None):
-    if not body.operations:
+def prepare(body: TransactionBody, producer_sub: str | None = None,
+            pushed: tuple[list[pushes.PushItem], list[str | None] | None] | None = None):
+    """Validate the bundle; ``pushed`` are items (and their client-minted ids) that came beside
+    the JSON operations (the binary transaction body), pushed after them."""
+    if body.kv or body.timers:
+        raise BadRequest("kv and timers operations are not supported by this broker")
+    if not body.operations and not (pushed and pushed[0]):
         raise BadRequest("a transaction needs at least one operation")
     if len(body.operations) > MAX_OPERATIONS:
         raise BadRequest(f"a transaction carries at most {MAX_OPERATIONS} operations", status=413)
@@ -82,8 +91,14 @@ def prepare(body: TransactionBody, producer_sub: str | None = None):
         else:
             raise BadRequest(f"operations[{position}]: unknown operation type {op.type!r} "
                              "(supported: ack, push)")
+    message_ids: list[str | None] | None = None
+    if pushed and pushed[0]:
+        side_items, side_ids = pushed
+        message_ids = [None] * len(items) + (side_ids or [None] * len(side_items))
+        layout.append(("push", len(items), len(side_items)))
+        items.extend(side_items)
     leases = sorted({check_uuid("requiredLeases[]", lease) for lease in body.requiredLeases or []})
-    return acks.prepare(ack_list), pushes.prepare(items, producer_sub), layout, leases
+    return acks.prepare(ack_list), pushes.prepare(items, producer_sub, message_ids), layout, leases
 
 
 async def execute(conn, prepared, sealer: Sealer) -> dict:

@@ -11,8 +11,8 @@ from reginamq.engine import transaction as transactions
 from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.options import MAX_SECONDS
-from reginamq.http import responses
-from reginamq.http.request import Request, json_object
+from reginamq.http import binary_push, responses
+from reginamq.http.request import Request, decode_json, json_object
 from reginamq.runtime import Broker
 
 MAX_BATCH = 10_000
@@ -22,6 +22,10 @@ SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 
 
 async def push(broker: Broker, request: Request) -> responses.Response:
+    if binary_push.sent(request.content_type):
+        decoded = binary_push.decode_push(request.body, broker.settings.max_body_bytes)
+        answer = await broker.pushes.push(pushes.prepare(decoded.items, request.subject, decoded.message_ids))
+        return responses.json(201, binary_push.push_counts(answer) if decoded.counts else answer)
     body = request.json(pushes.PushBody)
     return responses.json(201, await broker.pushes.push(pushes.prepare(body.items, request.subject)))
 
@@ -96,5 +100,11 @@ async def extend_lease(broker: Broker, request: Request) -> responses.Response:
 
 
 async def transaction(broker: Broker, request: Request) -> responses.Response:
-    prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
-    return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer)))
+    if not binary_push.sent(request.content_type):
+        prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
+        return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer)))
+    head, decoded = binary_push.decode_transaction(request.body, broker.settings.max_body_bytes)
+    body = decode_json(head, transactions.TransactionBody) if head else transactions.TransactionBody(operations=[])
+    prepared = transactions.prepare(body, request.subject, (decoded.items, decoded.message_ids))
+    answer = await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer))
+    return responses.json(200, binary_push.transaction_counts(answer) if decoded.counts else answer)

@@ -22,7 +22,7 @@ import orjson
 from reginamq import __version__
 from reginamq.engine import ack, browse, options, push, queues, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
-from reginamq.http import console, responses
+from reginamq.http import binary_push, console, responses
 from reginamq.security.roles import PUBLIC
 
 MAX_PAGE = 1_000
@@ -102,6 +102,9 @@ POP_PARAMETERS = [
 
 PUSH_RESULT = obj({"index": INTEGER, "message_id": STRING, "transaction_id": STRING, "queueName": STRING,
                    "status": {"type": "string", "enum": ["queued", "duplicate", "buffered"]}})
+# the binary push body's flag 2 (http/binary_push.py)
+PUSH_COUNTS = obj({"count": INTEGER, "queued": INTEGER, "duplicate": INTEGER, "error": INTEGER, "buffered": INTEGER},
+                  ["count", "queued", "duplicate", "error"])
 MESSAGE = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING, "data": ANY,
                "createdAt": STAMP, "partitionId": STRING, "partition": STRING, "leaseId": STRING,
                "consumerGroup": STRING, "deliveryAttempt": INTEGER},
@@ -122,6 +125,7 @@ TRANSACTION_RESULT = obj({"index": INTEGER, "type": {"type": "string", "enum": [
                           "status": STRING},
                          ["index", "type", "success", "transactionId"])
 TRANSACTION = obj({"transactionId": STRING, "success": BOOLEAN, "results": array(TRANSACTION_RESULT),
+                   "pushed": INTEGER, "duplicate": INTEGER, "acked": INTEGER,  # binary body, flag 2
                    "reason": {"type": "string", "enum": ["lease_expired", "ack_rejected", "duplicate"]},
                    "error": STRING}, ["transactionId", "success", "results"])
 OPTIONS_OUT = {"type": "object"}
@@ -177,6 +181,14 @@ GROUPING = obj({"queues": INTEGER, "partitions": INTEGER, "messages": INTEGER, "
 
 def body(schema: dict, required: bool = True) -> dict:
     return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def json_or_binary(schema: dict, layout: str) -> dict:
+    """A body that is JSON or queen-mq's binary push body (http/binary_push.py)."""
+    out = body(schema)
+    out["content"][binary_push.CONTENT_TYPE] = {"schema": {
+        "type": "string", "format": "binary", "description": f"{layout} (queen-mq's push_binary.py)"}}
+    return out
 
 
 def op(summary: str, answers: dict[int, dict | None], *, parameters: list | None = None,
@@ -243,7 +255,9 @@ CONSOLE_FILE["responses"]["200"]["content"] = {kind: {"schema": STRING}
 OPERATIONS: dict[tuple[str, str], dict] = {
     ("POST", "/api/v1/push"): op(
         "push messages (a queue and partition are created by the first push naming them)",
-        {201: array(PUSH_RESULT)}, request=body(ref("PushBody"))),
+        {201: {"oneOf": [array(PUSH_RESULT), PUSH_COUNTS]}},
+        request=json_or_binary(ref("PushBody"), "QPB1, flags: 1 zstd, 2 answer the counts, 4 transactionIds, "
+                                                "8 client-framed messages")),
     ("GET", "/api/v1/pop"): op(
         "pop across the queues of a namespace and/or task", {200: POP, 204: None, 400: POP_ERROR},
         parameters=[query("namespace", NAME), query("task", NAME), *POP_PARAMETERS]),
@@ -258,7 +272,8 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("POST", "/api/v1/lease/{leaseId}/extend"): op(
         "renew a lease", {200: EXTEND}, parameters=[path("leaseId", UUID)], request=body(EXTEND_BODY, False)),
     ("POST", "/api/v1/transaction"): op("acks and pushes that commit together", {200: TRANSACTION},
-                                        request=body(ref("TransactionBody"))),
+                                        request=json_or_binary(ref("TransactionBody"),
+                                                               "QTB1: a JSON head, then the pushes as frames")),
     ("POST", "/api/v1/configure"): op("create or change a queue", {200: CONFIGURED},
                                       request=body(ref("ConfigureBody"))),
     ("DELETE", "/api/v1/resources/queues/{queue}"): op(

@@ -90,13 +90,18 @@ class Request:
         if self.content_type and not self.content_type.split(";")[0].strip().lower().endswith(JSON_TYPES):
             raise BadRequest(f"unsupported Content-Type {self.content_type!r}: send application/json",
                              status=415)
-        jsonlimits.check(self.body)
-        try:
-            return msgspec.json.decode(self.body, type=shape)
-        except msgspec.ValidationError as error:
-            raise BadRequest(f"invalid request body: {error}") from None
-        except msgspec.DecodeError as error:
-            raise BadRequest(f"malformed JSON: {error}") from None
+        return decode_json(self.body, shape)
+
+
+def decode_json(body: bytes, shape: type[T]) -> T:
+    """Strict JSON (jsonlimits) into ``shape``; a body that does not fit is a 400 naming the field."""
+    jsonlimits.check(body)
+    try:
+        return msgspec.json.decode(body, type=shape)
+    except msgspec.ValidationError as error:
+        raise BadRequest(f"invalid request body: {error}") from None
+    except msgspec.DecodeError as error:
+        raise BadRequest(f"malformed JSON: {error}") from None
 
 
 def parse_timestamp(raw: str) -> datetime:

@@ -1,0 +1,222 @@
+"""The binary push body: queen-mq's ``binary_push`` option (``queen/http/push_binary.py``).
+
+A client that turns it on sends ``Content-Type: application/x-queen-push`` and, instead of a
+JSON document, the items grouped by partition with length-prefixed names, transactionIds and
+payloads, optionally zstd-compressed (flag 1), or each group's messages framed and compressed
+once by the client, with message ids it minted (flag 8, its ``push_compression`` option). Flag
+2 asks for the counts instead of one answer object per item. The transaction body ``QTB1``
+carries a transaction's pushes the same way behind a JSON head holding its other operations.
+
+Decoding ends where the JSON body's does: :class:`reginamq.engine.push.PushItem` values, so
+validation, deduplication, fusion, the spool and the answer are the JSON push's own. The
+payloads arrive as raw bytes; each must be one strict JSON document (jsonlimits.check), since
+every pop splices it into its answer as it is.
+
+Limits: the decompressed body counts against the same ``max_body_bytes`` as a body sent as it
+is, and a zstd frame that declares (or turns out to hold) more is refused before it is
+inflated; the item count against MAX_ITEMS_PER_PUSH, before any item is built.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import msgspec
+import zstandard
+
+from reginamq.engine.errors import BadRequest
+from reginamq.engine.push import MAX_ITEMS_PER_PUSH, PushItem
+from reginamq.http import jsonlimits
+
+CONTENT_TYPE = "application/x-queen-push"
+PUSH_MAGIC = b"QPB1"
+TRANSACTION_MAGIC = b"QTB1"
+FLAG_ZSTD = 1
+FLAG_COUNTS = 2
+FLAG_TRANSACTION_IDS = 4
+FLAG_FRAMES = 8
+PUSH_FLAGS = FLAG_ZSTD | FLAG_COUNTS | FLAG_TRANSACTION_IDS | FLAG_FRAMES
+TRANSACTION_FLAGS = FLAG_COUNTS
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+# A frame's fixed part: u32 length, u8 kind (0: id, transactionId, payload), 16-byte message id.
+_FRAME_HEAD = 4 + 1 + 16
+_decompressor = zstandard.ZstdDecompressor()
+
+
+class Decoded(msgspec.Struct):
+    items: list[PushItem]
+    # the client-minted message id of each item (frames only), else None
+    message_ids: list[str] | None
+    counts: bool
+
+
+class _Reader:
+    """Bounds-checked little-endian reads; every shortfall is a 400 naming the byte."""
+
+    def __init__(self, data: bytes, what: str):
+        self.data = memoryview(data)
+        self.at = 0
+        self.what = what
+
+    def take(self, size: int) -> memoryview:
+        end = self.at + size
+        if end > len(self.data):
+            raise BadRequest(f"{self.what}: truncated at byte {self.at} (wanted {size} more)")
+        chunk = self.data[self.at:end]
+        self.at = end
+        return chunk
+
+    def u16(self) -> int:
+        return _U16.unpack(self.take(2))[0]
+
+    def u32(self) -> int:
+        return _U32.unpack(self.take(4))[0]
+
+    def text16(self, field: str) -> str:
+        raw = self.take(self.u16())
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(f"{self.what}: {field} at byte {self.at - len(raw)} is not UTF-8") from None
+
+    def done(self) -> None:
+        if self.at != len(self.data):
+            raise BadRequest(f"{self.what}: {len(self.data) - self.at} bytes after the last group")
+
+
+def sent(content_type: str | None) -> bool:
+    return content_type is not None and content_type.split(";")[0].strip().lower() == CONTENT_TYPE
+
+
+def push_counts(answer: list[dict]) -> dict:
+    """Flag 2's answer to a push: how many items, and how each ended (an item never fails on
+    its own here: a push is refused whole, with an error status)."""
+    statuses = [item["status"] for item in answer]
+    counts = {"count": len(statuses), "queued": statuses.count("queued"),
+              "duplicate": statuses.count("duplicate"), "error": 0}
+    if "buffered" in statuses:
+        counts["buffered"] = statuses.count("buffered")
+    return counts
+
+
+def transaction_counts(answer: dict) -> dict:
+    """Flag 2's answer to a transaction: the pushes' and acks' results counted, not listed."""
+    if not answer.get("success"):
+        return answer
+    results = answer["results"]
+    return {**answer, "results": [], "pushed": sum(r["type"] == "push" for r in results), "duplicate": 0,
+            "acked": sum(r["type"] == "ack" for r in results)}
+
+
+def decode_push(body: bytes, max_bytes: int) -> Decoded:
+    """A ``QPB1`` body as push items; BadRequest (400, or 413 over a limit) when it is not one."""
+    if body[:4] != PUSH_MAGIC or len(body) < 5:
+        raise BadRequest(f"a {CONTENT_TYPE} push body starts with {PUSH_MAGIC.decode()} and a flags byte")
+    flags = body[4]
+    if flags & ~PUSH_FLAGS:
+        raise BadRequest(f"binary push body: unknown flags {flags:#04x}")
+    reader = _Reader(body, "binary push body")
+    reader.at = 5
+    if flags & FLAG_ZSTD:
+        raw_len = reader.u32()
+        reader = _Reader(_inflate(bytes(reader.take(len(body) - reader.at)), raw_len, max_bytes, exact=True),
+                         "binary push body")
+    decoded = Decoded([], [] if flags & FLAG_FRAMES else None, bool(flags & FLAG_COUNTS))
+    _read_groups(reader, decoded, flags, max_bytes)
+    reader.done()
+    return decoded
+
+
+def decode_transaction(body: bytes, max_bytes: int) -> tuple[bytes, Decoded]:
+    """A ``QTB1`` body: its JSON head (the transaction without its pushes) and the pushes."""
+    if body[:4] != TRANSACTION_MAGIC or len(body) < 5:
+        raise BadRequest(f"a {CONTENT_TYPE} transaction body starts with {TRANSACTION_MAGIC.decode()} "
+                         "and a flags byte")
+    flags = body[4]
+    if flags & ~TRANSACTION_FLAGS:
+        raise BadRequest(f"binary transaction body: unknown flags {flags:#04x}")
+    reader = _Reader(body, "binary transaction body")
+    reader.at = 5
+    head = bytes(reader.take(reader.u32()))
+    decoded = Decoded([], [], bool(flags & FLAG_COUNTS))
+    _read_groups(reader, decoded, FLAG_FRAMES, max_bytes)
+    reader.done()
+    return head, decoded
+
+
+def _read_groups(reader: _Reader, decoded: Decoded, flags: int, max_bytes: int) -> None:
+    budget = [max_bytes]  # what the inflated groups may still add up to
+    for _ in range(reader.u32()):
+        queue = reader.text16("a queue name")
+        partition = reader.text16("a partition name")
+        count = reader.u32()
+        if len(decoded.items) + count > MAX_ITEMS_PER_PUSH:
+            raise BadRequest(f"a push carries at most {MAX_ITEMS_PER_PUSH} items", status=413)
+        if flags & FLAG_FRAMES:
+            _read_frames(reader, queue, partition, count, decoded, budget)
+        else:
+            _read_plain(reader, queue, partition, count, decoded, bool(flags & FLAG_TRANSACTION_IDS))
+
+
+def _read_plain(reader: _Reader, queue: str, partition: str, count: int, decoded: Decoded,
+                with_transaction_ids: bool) -> None:
+    for _ in range(count):
+        txid = reader.text16("a transactionId") if with_transaction_ids else ""
+        _append(decoded, queue, partition, txid, bytes(reader.take(reader.u32())))
+
+
+def _read_frames(reader: _Reader, queue: str, partition: str, count: int, decoded: Decoded,
+                 budget: list[int]) -> None:
+    """One group's zstd frame of ``count`` stored-message frames (flag 8)."""
+    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget[0], exact=False),
+                     f"binary push body: the frames of {queue}/{partition}")
+    budget[0] -= len(frames.data)
+    for _ in range(count):
+        length = frames.u32()
+        start = frames.at
+        if frames.take(1)[0] != 0:
+            raise BadRequest(f"{frames.what}: frame at byte {start - 4} is of an unknown kind")
+        message_id = str(uuid.UUID(bytes=bytes(frames.take(16))))
+        txid = frames.text16("a transactionId")
+        payload_length = length - (frames.at - start)
+        if payload_length < 0:
+            raise BadRequest(f"{frames.what}: frame at byte {start - 4} is shorter than its header")
+        _append(decoded, queue, partition, txid, bytes(frames.take(payload_length)))
+        assert decoded.message_ids is not None
+        decoded.message_ids.append(message_id)
+    frames.done()
+
+
+def _append(decoded: Decoded, queue: str, partition: str, txid: str, payload: bytes) -> None:
+    """One item; its payload must be a JSON document on its own (an empty transactionId: none)."""
+    try:
+        jsonlimits.check(payload)
+    except BadRequest as error:
+        raise BadRequest(f"items[{len(decoded.items)}]: payload: {error}") from None
+    decoded.items.append(PushItem(queue=queue, partition=partition, payload=msgspec.Raw(payload),
+                                  transactionId=txid or None))
+
+
+def _inflate(frame: bytes, size: int | None, limit: int, *, exact: bool) -> bytes:
+    """One zstd frame, refused (413) before inflating when it declares more than ``limit``."""
+    declared = _frame_size(frame)
+    if (size is not None and size > limit) or declared > limit:
+        raise BadRequest(f"the decompressed body is larger than {limit} bytes", status=413)
+    try:
+        raw = _decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
+    except zstandard.ZstdError as error:
+        raise BadRequest(f"not one zstd frame within {limit} bytes: {error}") from None
+    if exact and size is not None and len(raw) != size:
+        raise BadRequest(f"the body decompressed to {len(raw)} bytes, its header says {size}")
+    return raw
+
+
+def _frame_size(frame: bytes) -> int:
+    """The content size a frame declares, or -1 (none declared, or not a zstd frame: the
+    decompression says which)."""
+    try:
+        return zstandard.frame_content_size(frame)
+    except zstandard.ZstdError:
+        return -1
