@@ -22,6 +22,7 @@ from reginamq.bench.report import summary_lines
 from reginamq.bench.session import run_session
 from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
 from reginamq.bench.system import CPU_PRESSURE, CpuMeter, CpuPressure
+from reginamq.http import binary_push
 
 
 def exact_percentile(values: list[int], q: float) -> int:
@@ -119,6 +120,18 @@ def test_push_body_is_padded_and_sequenced():
     for item in items:
         assert item["payload"]["s"] == 123_456_789 and item["payload"]["p"] == 2 and item["payload"]["k"] == 7
         assert len(json.dumps(item["payload"], separators=(",", ":"))) == 256
+
+
+def test_binary_push_body_carries_the_same_messages_as_the_json_one():
+    """--binary-push: the same transactionIds and payloads, as the broker decodes them."""
+    json_cfg = BenchConfig(rate=1_000, push_batch=5, payload=256, partitions=10, run_id="r", queue="b")
+    binary_cfg = BenchConfig(rate=1_000, push_batch=5, payload=256, partitions=10, run_id="r", queue="b",
+                            binary_push=True)
+    items = json.loads(build_push_body(json_cfg, 2, 7, [0] * 10, 99, first_tx=40))["items"]
+    decoded = binary_push.decode_push(build_push_body(binary_cfg, 2, 7, [0] * 10, 99, first_tx=40), 1 << 20)
+    assert decoded.counts is True
+    assert [(i.queue, i.partition, i.transactionId, json.loads(bytes(i.payload))) for i in decoded.items] == \
+        [(i["queue"], i["partition"], i["transactionId"], i["payload"]) for i in items]
 
 
 def test_active_window_rotates_over_the_whole_space():

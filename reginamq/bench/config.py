@@ -57,6 +57,7 @@ class BenchConfig:
     pop_timeout_ms: int = 1000
     push_timeout: float = 30.0
     run_id: str = ""
+    binary_push: bool = False
     verify: bool = False
     pipeline_stages: int = 0
     crash_after_pops: int = 0

@@ -19,12 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import struct
 import time
 
 from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
 from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+BINARY_HEADERS = {"Content-Type": "application/x-queen-push"}
+BINARY_FLAGS = 2 | 4  # the counts answer; every item carries its transactionId
+_U16, _U32 = struct.Struct("<H"), struct.Struct("<I")
 PAD = "x" * 1_048_576
 
 
@@ -156,26 +160,51 @@ def producer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, 
     asyncio.run(_produce(cfg, index, url, start_ns, queue, abort))
 
 
-def build_push_body(cfg: BenchConfig, producer: int, slot: int, sequences: list[int],
-                    scheduled_ns: int, first_tx: int) -> bytes:
-    """One push request of ``push_batch`` messages to one slot of the space, built as text (no
-    per-message dicts).
+def push_batch_items(cfg: BenchConfig, producer: int, slot: int, sequences: list[int], scheduled_ns: int,
+                     first_tx: int) -> tuple[str, str, list[str], list[str]]:
+    """One push of ``push_batch`` messages to one slot of the space: queue, partition, and each
+    message's transactionId and payload, built as text (no per-message dicts).
 
     Payload ``{"s": scheduled ns, "p": producer, "k": slot, "q": per-slot sequence, "x":
     padding}`` is padded to ``--payload`` bytes; the sequence fields let a verifier check loss
     and order later. transactionIds are unique per message, so dedup never fires.
     """
     queue, partition = locate(cfg, slot)
-    prefix = (f'{{"queue":"{queue_name(cfg, queue)}","partition":"{partition_name(partition)}",'
-              f'"transactionId":"{cfg.run_id}-{producer}-')
     seq = sequences[slot]
-    items = []
+    txids, payloads = [], []
     for i in range(cfg.push_batch):
         head = f'{{"s":{scheduled_ns},"p":{producer},"k":{slot},"q":{seq + i},"x":"'
         pad = cfg.payload - len(head) - 2
-        items.append(f'{prefix}{first_tx + i}","payload":{head}{PAD[:pad] if pad > 0 else ""}"}}}}')
+        txids.append(f"{cfg.run_id}-{producer}-{first_tx + i}")
+        payloads.append(f'{head}{PAD[:pad] if pad > 0 else ""}"}}')
     sequences[slot] = seq + cfg.push_batch
+    return queue_name(cfg, queue), partition_name(partition), txids, payloads
+
+
+def build_push_body(cfg: BenchConfig, producer: int, slot: int, sequences: list[int],
+                    scheduled_ns: int, first_tx: int) -> bytes:
+    """The request body of one push: JSON, or with ``--binary-push`` queen-mq's binary push body
+    (transactionIds, counts answer; reginamq/http/binary_push.py)."""
+    queue, partition, txids, payloads = push_batch_items(cfg, producer, slot, sequences, scheduled_ns, first_tx)
+    if cfg.binary_push:
+        return _binary_push_body(queue, partition, txids, payloads)
+    prefix = f'{{"queue":"{queue}","partition":"{partition}","transactionId":"'
+    items = [f'{prefix}{txid}","payload":{payload}}}' for txid, payload in zip(txids, payloads, strict=True)]
     return ('{"items":[' + ",".join(items) + "]}").encode()
+
+
+def _binary_push_body(queue: str, partition: str, txids: list[str], payloads: list[str]) -> bytes:
+    parts = [b"QPB1", bytes([BINARY_FLAGS]), _U32.pack(1), _text16(queue), _text16(partition),
+             _U32.pack(len(payloads))]
+    for txid, payload in zip(txids, payloads, strict=True):
+        data = payload.encode()
+        parts += (_text16(txid), _U32.pack(len(data)), data)
+    return b"".join(parts)
+
+
+def _text16(text: str) -> bytes:
+    data = text.encode()
+    return _U16.pack(len(data)) + data
 
 
 async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:
@@ -188,6 +217,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     reporter = Reporter("producer", index, PRODUCER_FIELDS, queue, start_ns, cfg.report)
     sequences = [0] * cfg.space
     push_url = f"{url}/api/v1/push"
+    push_headers = BINARY_HEADERS if cfg.binary_push else JSON_HEADERS
     tx = 0
     tasks: set[asyncio.Task] = set()
     connector = aiohttp.TCPConnector(limit=512, force_close=False)
@@ -216,7 +246,7 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
             try:
                 try:
                     accepted = await chains.run(
-                        partition, lambda: verify.verified_push(session, push_url, body, n, retrier))
+                        partition, lambda: verify.verified_push(session, push_url, body, n, retrier, push_headers))
                 except Exception:
                     accepted = [False] * n
                 ledger.record(partition, first, n, accepted)
@@ -228,10 +258,9 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
             c = reporter.counters
             c["push_reqs"] += 1
             try:
-                async with session.post(push_url, data=body, headers=JSON_HEADERS) as response:
+                async with session.post(push_url, data=body, headers=push_headers) as response:
                     raw = await response.read()
-                    ok = 0 if response.status != 201 else sum(
-                        1 for item in orjson.loads(raw) if item.get("status") != "failed")
+                    ok = 0 if response.status != 201 else accepted(orjson.loads(raw))
                     tally(reporter.counters, "push", ok, n)
             except Exception:
                 tally(reporter.counters, "push", 0, n)
@@ -425,6 +454,14 @@ async def timed_pop(session, url: str, params: dict, counters) -> tuple[int, byt
 
 
 _DONE = {"push": "accepted", "ack": "acked"}
+
+
+def accepted(answer) -> int:
+    """The items a 201 push answer took: every item but the failed ones, listed (JSON body) or
+    counted (the binary body's counts answer)."""
+    if isinstance(answer, dict):
+        return answer["count"] - answer["error"]
+    return sum(1 for item in answer if item.get("status") != "failed")
 
 
 def tally(counters, kind: str, ok: int, n: int) -> None:

@@ -134,19 +134,26 @@ class PartitionChains:
                 del self.tails[partition]
 
 
-async def verified_push(session, push_url: str, body: bytes, n: int, retrier: Retrier) -> list[bool]:
+async def verified_push(session, push_url: str, body: bytes, n: int, retrier: Retrier,
+                        headers: dict[str, str] = JSON_HEADERS) -> list[bool]:
     """One push with retries; which of its ``n`` messages were accepted (queued, buffered, or a
-    duplicate of an earlier attempt)."""
+    duplicate of an earlier attempt). A counts answer (the binary body) covers all of them:
+    a push is taken or refused whole."""
     import orjson
 
     async def send():
-        async with session.post(push_url, data=body, headers=JSON_HEADERS) as response:
+        async with session.post(push_url, data=body, headers=headers) as response:
             return response.status, await response.read()
 
     status, raw, _unsure = await retrier.call(send)
     if status != 201:
         return [False] * n
-    statuses = [item.get("status") for item in orjson.loads(raw)]
+    answer = orjson.loads(raw)
+    if isinstance(answer, dict):
+        for name in ("buffered", "duplicate"):
+            retrier.stats[f"push_{name}"] += answer.get(name, 0)
+        return [answer["count"] == n and answer["error"] == 0] * n
+    statuses = [item.get("status") for item in answer]
     for name in ("buffered", "duplicate"):
         if (count := statuses.count(name)):
             retrier.stats[f"push_{name}"] += count
