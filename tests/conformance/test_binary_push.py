@@ -87,3 +87,14 @@ async def test_a_transaction_with_compressed_pushes_commits_as_one(broker_url, q
     outputs = await pop_now(queen, queue2, partition="out")
     assert [m["data"] for m in outputs] == [{"out": 1}, {"out": 2}]
     assert [m["id"] for m in outputs] == [r["messageId"] for r in result["results"][1:]]
+
+
+async def test_a_client_asking_for_framed_pops_reads_the_json_answer(broker_url, queen, queue):
+    """framed_pop adds frames=true; a broker that does not frame answers JSON, which the client reads."""
+    await create_queue(queen, queue)
+    await queen.queue(queue).push([{"data": {"n": n}} for n in range(3)])
+    async with open_client(broker_url, framed_pop=True) as client:
+        messages = await pop_now(client, queue)
+        assert [m["data"] for m in messages] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert (await client.ack(messages, True))["success"] is True
+    assert await pop_now(queen, queue) == []
