@@ -112,17 +112,10 @@ def transaction_counts(answer: dict) -> dict:
 
 def decode_push(body: bytes, max_bytes: int) -> Decoded:
     """A ``QPB1`` body as push items; BadRequest (400, or 413 over a limit) when it is not one."""
-    if body[:4] != PUSH_MAGIC or len(body) < 5:
-        raise BadRequest(f"a {CONTENT_TYPE} push body starts with {PUSH_MAGIC.decode()} and a flags byte")
-    flags = body[4]
-    if flags & ~PUSH_FLAGS:
-        raise BadRequest(f"binary push body: unknown flags {flags:#04x}")
-    reader = _Reader(body, "binary push body")
-    reader.at = 5
+    flags, reader = _open(body, PUSH_MAGIC, PUSH_FLAGS, "push")
     if flags & FLAG_ZSTD:
         raw_len = reader.u32()
-        reader = _Reader(_inflate(bytes(reader.take(len(body) - reader.at)), raw_len, max_bytes, exact=True),
-                         "binary push body")
+        reader = _Reader(_inflate(bytes(reader.take(len(body) - reader.at)), raw_len, max_bytes), reader.what)
     decoded = Decoded([], [] if flags & FLAG_FRAMES else None, bool(flags & FLAG_COUNTS))
     _read_groups(reader, decoded, flags, max_bytes)
     reader.done()
@@ -131,19 +124,24 @@ def decode_push(body: bytes, max_bytes: int) -> Decoded:
 
 def decode_transaction(body: bytes, max_bytes: int) -> tuple[bytes, Decoded]:
     """A ``QTB1`` body: its JSON head (the transaction without its pushes) and the pushes."""
-    if body[:4] != TRANSACTION_MAGIC or len(body) < 5:
-        raise BadRequest(f"a {CONTENT_TYPE} transaction body starts with {TRANSACTION_MAGIC.decode()} "
-                         "and a flags byte")
-    flags = body[4]
-    if flags & ~TRANSACTION_FLAGS:
-        raise BadRequest(f"binary transaction body: unknown flags {flags:#04x}")
-    reader = _Reader(body, "binary transaction body")
-    reader.at = 5
+    flags, reader = _open(body, TRANSACTION_MAGIC, TRANSACTION_FLAGS, "transaction")
     head = bytes(reader.take(reader.u32()))
     decoded = Decoded([], [], bool(flags & FLAG_COUNTS))
     _read_groups(reader, decoded, FLAG_FRAMES, max_bytes)
     reader.done()
     return head, decoded
+
+
+def _open(body: bytes, magic: bytes, known_flags: int, kind: str) -> tuple[int, _Reader]:
+    """The flags byte after ``magic``, and a reader placed after it."""
+    if body[:4] != magic or len(body) < 5:
+        raise BadRequest(f"a {CONTENT_TYPE} {kind} body starts with {magic.decode()} and a flags byte")
+    flags = body[4]
+    if flags & ~known_flags:
+        raise BadRequest(f"binary {kind} body: unknown flags {flags:#04x}")
+    reader = _Reader(body, f"binary {kind} body")
+    reader.at = 5
+    return flags, reader
 
 
 def _read_groups(reader: _Reader, decoded: Decoded, flags: int, max_bytes: int) -> None:
@@ -170,7 +168,7 @@ def _read_plain(reader: _Reader, queue: str, partition: str, count: int, decoded
 def _read_frames(reader: _Reader, queue: str, partition: str, count: int, decoded: Decoded,
                  budget: list[int]) -> None:
     """One group's zstd frame of ``count`` stored-message frames (flag 8)."""
-    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget[0], exact=False),
+    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget[0]),
                      f"binary push body: the frames of {queue}/{partition}")
     budget[0] -= len(frames.data)
     for _ in range(count):
@@ -199,8 +197,9 @@ def _append(decoded: Decoded, queue: str, partition: str, txid: str, payload: by
                                   transactionId=txid or None))
 
 
-def _inflate(frame: bytes, size: int | None, limit: int, *, exact: bool) -> bytes:
-    """One zstd frame, refused (413) before inflating when it declares more than ``limit``."""
+def _inflate(frame: bytes, size: int | None, limit: int) -> bytes:
+    """One zstd frame of ``size`` bytes if given, refused (413) before inflating when it
+    declares more than ``limit``."""
     declared = _frame_size(frame)
     if (size is not None and size > limit) or declared > limit:
         raise BadRequest(f"the decompressed body is larger than {limit} bytes", status=413)
@@ -208,7 +207,7 @@ def _inflate(frame: bytes, size: int | None, limit: int, *, exact: bool) -> byte
         raw = _decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
     except zstandard.ZstdError as error:
         raise BadRequest(f"not one zstd frame within {limit} bytes: {error}") from None
-    if exact and size is not None and len(raw) != size:
+    if size is not None and len(raw) != size:
         raise BadRequest(f"the body decompressed to {len(raw)} bytes, its header says {size}")
     return raw
 
