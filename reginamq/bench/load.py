@@ -19,16 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import struct
 import time
 
 from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
 from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
+from reginamq.http import binary_push
 
 JSON_HEADERS = {"Content-Type": "application/json"}
-BINARY_HEADERS = {"Content-Type": "application/x-queen-push"}
-BINARY_FLAGS = 2 | 4  # the counts answer; every item carries its transactionId
-_U16, _U32 = struct.Struct("<H"), struct.Struct("<I")
+BINARY_HEADERS = {"Content-Type": binary_push.CONTENT_TYPE}
 PAD = "x" * 1_048_576
 
 
@@ -187,24 +185,11 @@ def build_push_body(cfg: BenchConfig, producer: int, slot: int, sequences: list[
     (transactionIds, counts answer; reginamq/http/binary_push.py)."""
     queue, partition, txids, payloads = push_batch_items(cfg, producer, slot, sequences, scheduled_ns, first_tx)
     if cfg.binary_push:
-        return _binary_push_body(queue, partition, txids, payloads)
+        return binary_push.encode_push(queue, partition, txids, [payload.encode() for payload in payloads],
+                                       counts=True)
     prefix = f'{{"queue":"{queue}","partition":"{partition}","transactionId":"'
     items = [f'{prefix}{txid}","payload":{payload}}}' for txid, payload in zip(txids, payloads, strict=True)]
     return ('{"items":[' + ",".join(items) + "]}").encode()
-
-
-def _binary_push_body(queue: str, partition: str, txids: list[str], payloads: list[str]) -> bytes:
-    parts = [b"QPB1", bytes([BINARY_FLAGS]), _U32.pack(1), _text16(queue), _text16(partition),
-             _U32.pack(len(payloads))]
-    for txid, payload in zip(txids, payloads, strict=True):
-        data = payload.encode()
-        parts += (_text16(txid), _U32.pack(len(data)), data)
-    return b"".join(parts)
-
-
-def _text16(text: str) -> bytes:
-    data = text.encode()
-    return _U16.pack(len(data)) + data
 
 
 async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:

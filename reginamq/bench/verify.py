@@ -135,7 +135,7 @@ class PartitionChains:
 
 
 async def verified_push(session, push_url: str, body: bytes, n: int, retrier: Retrier,
-                        headers: dict[str, str] = JSON_HEADERS) -> list[bool]:
+                        headers: dict[str, str]) -> list[bool]:
     """One push with retries; which of its ``n`` messages were accepted (queued, buffered, or a
     duplicate of an earlier attempt). A counts answer (the binary body) covers all of them:
     a push is taken or refused whole."""

@@ -40,8 +40,6 @@ PUSH_FLAGS = FLAG_ZSTD | FLAG_COUNTS | FLAG_TRANSACTION_IDS | FLAG_FRAMES
 TRANSACTION_FLAGS = FLAG_COUNTS
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-# A frame's fixed part: u32 length, u8 kind (0: id, transactionId, payload), 16-byte message id.
-_FRAME_HEAD = 4 + 1 + 16
 _decompressor = zstandard.ZstdDecompressor()
 
 
@@ -110,6 +108,21 @@ def transaction_counts(answer: dict) -> dict:
             "acked": sum(r["type"] == "ack" for r in results)}
 
 
+def encode_push(queue: str, partition: str, txids: list[str], payloads: list[bytes], *, counts: bool) -> bytes:
+    """One partition's messages as a ``QPB1`` body with their transactionIds (flag 4), as a
+    client sends it (``reginamq bench --binary-push``); ``counts`` sets flag 2."""
+    parts = [PUSH_MAGIC, bytes([FLAG_TRANSACTION_IDS | (FLAG_COUNTS if counts else 0)]), _U32.pack(1),
+             _text16(queue), _text16(partition), _U32.pack(len(payloads))]
+    for txid, payload in zip(txids, payloads, strict=True):
+        parts += (_text16(txid), _U32.pack(len(payload)), payload)
+    return b"".join(parts)
+
+
+def _text16(text: str) -> bytes:
+    data = text.encode()
+    return _U16.pack(len(data)) + data
+
+
 def decode_push(body: bytes, max_bytes: int) -> Decoded:
     """A ``QPB1`` body as push items; BadRequest (400, or 413 over a limit) when it is not one."""
     flags, reader = _open(body, PUSH_MAGIC, PUSH_FLAGS, "push")
@@ -145,7 +158,7 @@ def _open(body: bytes, magic: bytes, known_flags: int, kind: str) -> tuple[int, 
 
 
 def _read_groups(reader: _Reader, decoded: Decoded, flags: int, max_bytes: int) -> None:
-    budget = [max_bytes]  # what the inflated groups may still add up to
+    budget = max_bytes  # what the inflated groups may still add up to
     for _ in range(reader.u32()):
         queue = reader.text16("a queue name")
         partition = reader.text16("a partition name")
@@ -153,7 +166,7 @@ def _read_groups(reader: _Reader, decoded: Decoded, flags: int, max_bytes: int) 
         if len(decoded.items) + count > MAX_ITEMS_PER_PUSH:
             raise BadRequest(f"a push carries at most {MAX_ITEMS_PER_PUSH} items", status=413)
         if flags & FLAG_FRAMES:
-            _read_frames(reader, queue, partition, count, decoded, budget)
+            budget -= _read_frames(reader, queue, partition, count, decoded, budget)
         else:
             _read_plain(reader, queue, partition, count, decoded, bool(flags & FLAG_TRANSACTION_IDS))
 
@@ -166,11 +179,11 @@ def _read_plain(reader: _Reader, queue: str, partition: str, count: int, decoded
 
 
 def _read_frames(reader: _Reader, queue: str, partition: str, count: int, decoded: Decoded,
-                 budget: list[int]) -> None:
-    """One group's zstd frame of ``count`` stored-message frames (flag 8)."""
-    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget[0]),
+                 budget: int) -> int:
+    """One group's zstd frame of ``count`` stored-message frames (flag 8), inflated within
+    ``budget`` bytes; returns how many it took."""
+    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget),
                      f"binary push body: the frames of {queue}/{partition}")
-    budget[0] -= len(frames.data)
     for _ in range(count):
         length = frames.u32()
         start = frames.at
@@ -185,6 +198,7 @@ def _read_frames(reader: _Reader, queue: str, partition: str, count: int, decode
         assert decoded.message_ids is not None
         decoded.message_ids.append(message_id)
     frames.done()
+    return len(frames.data)
 
 
 def _append(decoded: Decoded, queue: str, partition: str, txid: str, payload: bytes) -> None:

@@ -24,10 +24,11 @@ SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 async def push(broker: Broker, request: Request) -> responses.Response:
     if binary_push.sent(request.content_type):
         decoded = binary_push.decode_push(request.body, broker.settings.max_body_bytes)
-        answer = await broker.pushes.push(pushes.prepare(decoded.items, request.subject, decoded.message_ids))
-        return responses.json(201, binary_push.push_counts(answer) if decoded.counts else answer)
-    body = request.json(pushes.PushBody)
-    return responses.json(201, await broker.pushes.push(pushes.prepare(body.items, request.subject)))
+        items, message_ids, counts = decoded.items, decoded.message_ids, decoded.counts
+    else:
+        items, message_ids, counts = request.json(pushes.PushBody).items, None, False
+    answer = await broker.pushes.push(pushes.prepare(items, request.subject, message_ids))
+    return responses.json(201, binary_push.push_counts(answer) if counts else answer)
 
 
 async def pop_queue(broker: Broker, request: Request) -> responses.Response:
@@ -100,11 +101,13 @@ async def extend_lease(broker: Broker, request: Request) -> responses.Response:
 
 
 async def transaction(broker: Broker, request: Request) -> responses.Response:
-    if not binary_push.sent(request.content_type):
+    if binary_push.sent(request.content_type):
+        head, decoded = binary_push.decode_transaction(request.body, broker.settings.max_body_bytes)
+        body = decode_json(head, transactions.TransactionBody) if head else transactions.TransactionBody(operations=[])
+        prepared = transactions.prepare(body, request.subject, (decoded.items, decoded.message_ids))
+        counts = decoded.counts
+    else:
         prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
-        return responses.json(200, await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer)))
-    head, decoded = binary_push.decode_transaction(request.body, broker.settings.max_body_bytes)
-    body = decode_json(head, transactions.TransactionBody) if head else transactions.TransactionBody(operations=[])
-    prepared = transactions.prepare(body, request.subject, (decoded.items, decoded.message_ids))
+        counts = False
     answer = await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer))
-    return responses.json(200, binary_push.transaction_counts(answer) if decoded.counts else answer)
+    return responses.json(200, binary_push.transaction_counts(answer) if counts else answer)
