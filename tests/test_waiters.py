@@ -120,10 +120,13 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
     observer = await asyncpg.connect(database_url)
     seen: list[str] = []
     await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: seen.append(token))
-    sender = await asyncpg.connect(database_url)  # opened beforehand: no connect inside the timeout
+    # Opened beforehand (no connect inside the timeout), and two, as the broker's pool: a
+    # round's answer can be heard before its own statement has returned on its connection.
+    senders = await asyncpg.create_pool(database_url, min_size=2, max_size=2)
 
     async def run(call):
-        return await call(sender)
+        async with senders.acquire() as conn:
+            return await call(conn)
 
     try:
         await wait_listening(waiters)
@@ -136,7 +139,7 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
             await asyncio.sleep(0.02)
         assert len(seen) == 2
     finally:
-        await sender.close()
+        await senders.close()
         await observer.close()
         await waiters.stop()
 
