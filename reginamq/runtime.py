@@ -25,6 +25,7 @@ from reginamq.engine.pop import FillWaits, SweepPositions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
+from reginamq.maintenance.process_metrics import Meter, ProcessMetrics
 from reginamq.maintenance.retention import RetentionLoop
 from reginamq.maintenance.stats import StatsLoop
 from reginamq.store.database import create_pool
@@ -63,6 +64,8 @@ class Broker:
         self.retention = RetentionLoop(self.run, settings.maintenance_interval,
                                        settings.retention_parallelism, settings.partition_idle_days)
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
+        self.meter = Meter()
+        self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""
@@ -88,10 +91,12 @@ class Broker:
         self.lease_watcher.start()
         self.retention.start()
         self.stats_loop.start()
+        self.process_metrics.start()
 
     async def stop(self) -> None:
         await self.retention.stop()
         await self.stats_loop.stop()
+        await self.process_metrics.stop()
         await self.lease_watcher.stop()
         await self.waiters.stop()
         await self.spool.stop()
@@ -114,6 +119,7 @@ class Broker:
                     raise Unavailable("the database kept aborting this request; retry") from None
                 await asyncio.sleep(0.01 * (attempt + 1))
             except _UNAVAILABLE as error:
+                self.meter.db_errors += 1
                 log.warning("database unavailable: %s", error)
                 raise Unavailable("database unavailable") from error
             except asyncpg.DataError as error:

@@ -20,6 +20,7 @@ from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.pop import FillWaits, PopRequest, SweepPositions, pop
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
+from reginamq.maintenance.process_metrics import Meter
 
 
 async def wait_listening(waiters: Waiters) -> None:
@@ -181,7 +182,7 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
     await waiters.listen(database_url)
     run = runner(database_url)
     broker = types.SimpleNamespace(waiters=waiters, run=run, sweeps=SweepPositions(), hot=hot,
-                                   fill_waits=fill_waits, sealer=Sealer())
+                                   fill_waits=fill_waits, sealer=Sealer(), meter=Meter())
     queue = f"w-{uuid.uuid4().hex[:8]}"
     request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
                          batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,

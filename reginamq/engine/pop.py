@@ -198,6 +198,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                     broker.hot.give_back(_source(request), request.group, rows.pop()[9])
             found = bool(rows)
             if found:
+                broker.meter.popped(rows[0][0], sum(len(row[5]) for row in rows), min(row[3] for row in rows))
                 if _took_all_it_could(rows, request):
                     waiters.wake(rows[0][0], request.group)  # there may be more work: the group's next poller looks
                 return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)

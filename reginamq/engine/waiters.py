@@ -80,6 +80,11 @@ class Waiters:
         self._task: asyncio.Task | None = None
         self._closing = False
 
+    @property
+    def parked(self) -> int:
+        """Long polls waiting now."""
+        return sum(len(pops) for groups in self._parked.values() for pops in groups.values())
+
     def park(self, queue: str | None, group: str) -> asyncio.Future:
         """Register interest before looking, so a push between the look and the wait is not missed."""
         future = asyncio.get_running_loop().create_future()

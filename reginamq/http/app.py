@@ -140,7 +140,13 @@ class App:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
         request = Request(method, params, query_string, content_type, body, wait_disconnect, subject)
         started = time.perf_counter()
-        answer = await self._handle(route.handler, request, method, path)
+        meter = self.broker.meter
+        meter.in_flight += 1
+        try:
+            answer = await self._handle(route.handler, request, method, path)
+        finally:
+            meter.in_flight -= 1
+        meter.requests += 1
         observe_request(method, route.handler.__name__, answer[0], time.perf_counter() - started)
         return answer
 

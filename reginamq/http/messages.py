@@ -28,6 +28,7 @@ async def push(broker: Broker, request: Request) -> responses.Response:
     else:
         items, message_ids, counts = request.json(pushes.PushBody).items, None, False
     answer = await broker.pushes.push(pushes.prepare(items, request.subject, message_ids))
+    broker.meter.pushed(len(items))
     return responses.json(201, binary_push.push_counts(answer) if counts else answer)
 
 
@@ -77,19 +78,26 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
     finally:
         if client_gone is not None:
             client_gone.cancel()
-    return responses.NO_CONTENT if body is None else (200, body)
+    if body is None:
+        broker.meter.empty_pop()
+        return responses.NO_CONTENT
+    return 200, body
 
 
 async def ack(broker: Broker, request: Request) -> responses.Response:
     one = request.json(acks.Ack)
-    prepared = acks.prepare([one])
-    return responses.json(200, await broker.run(lambda conn: acks.write(conn, prepared)))
+    return await _acks(broker, acks.prepare([one]))
 
 
 async def ack_batch(broker: Broker, request: Request) -> responses.Response:
     body = request.json(acks.AckBatch)
-    prepared = acks.prepare(body.acknowledgments, body.consumerGroup)
-    return responses.json(200, await broker.run(lambda conn: acks.write(conn, prepared)))
+    return await _acks(broker, acks.prepare(body.acknowledgments, body.consumerGroup))
+
+
+async def _acks(broker: Broker, prepared: acks.PreparedAcks) -> responses.Response:
+    answers = await broker.run(lambda conn: acks.write(conn, prepared))
+    broker.meter.acked(answers)
+    return responses.json(200, answers)
 
 
 async def extend_lease(broker: Broker, request: Request) -> responses.Response:
@@ -110,4 +118,5 @@ async def transaction(broker: Broker, request: Request) -> responses.Response:
         prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
         counts = False
     answer = await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer))
+    broker.meter.transacted(answer["results"])
     return responses.json(200, binary_push.transaction_counts(answer) if counts else answer)

@@ -174,6 +174,10 @@ STATS_QUEUE = obj({"queue": STRING, "namespace": NULLABLE_STRING, "task": NULLAB
                    "refreshedAt": NULLABLE_STAMP})
 POINT = obj({"at": STAMP, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
              **{key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")}})
+TIME_RANGE = obj({"from": STAMP, "to": STAMP})
+PROCESS_FILTER = [query("from", TIMESTAMP, "default: an hour before to"), query("to", TIMESTAMP, "default: now"),
+                  query("hostname", {"type": "string", "maxLength": 255}),
+                  query("workerId", int_range(0, INT32), "a broker process id")]
 GROUPING = obj({"queues": INTEGER, "partitions": INTEGER, "messages": INTEGER, "pending": INTEGER})
 
 # -- operations ---------------------------------------------------------------------------------
@@ -406,6 +410,20 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                            "queues": array(obj({"queue": STRING, "points": array(POINT)}))})},
         parameters=[query("queue", SEGMENT), query("from", TIMESTAMP), query("to", TIMESTAMP),
                     query("interval", int_range(10, 86_400, 60), "seconds per point (at most 10,000 points)")]),
+    ("GET", "/api/v1/analytics/system-metrics"): op(
+        "per-process CPU, memory, database pool and event loop, a point a minute",
+        {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
+            "hostname": STRING, "port": INTEGER, "workerId": STRING, "timeSeries": array(obj({
+                "timestamp": STAMP, "sampleCount": INTEGER, "metrics": {"type": "object"}}))}))})},
+        parameters=PROCESS_FILTER),
+    ("GET", "/api/v1/analytics/worker-metrics"): op(
+        "throughput, pop lag and health of the broker processes over time",
+        {200: obj({"timeRange": TIME_RANGE, "bucketMinutes": INTEGER, "pointCount": INTEGER,
+                   "timeSeries": array({"type": "object"}), "workers": array({"type": "object"}),
+                   "queues": array(obj({"queueName": STRING, "popCount": INTEGER, "avgLagMs": {"type": "number"},
+                                        "maxLagMs": {"type": "number"}})),
+                   "summary": {"type": "object"}})},
+        parameters=PROCESS_FILTER),
     ("POST", "/api/v1/stats/refresh"): op(
         "refresh the stats now", {200: obj({"success": BOOLEAN, "queues": INTEGER, "refreshedAt": STAMP})}),
     ("GET", "/metrics"): op("metrics as JSON", {200: obj({"queues": array(STATS_QUEUE), "groups": array(ANY),

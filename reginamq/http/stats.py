@@ -26,12 +26,15 @@ from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
+from reginamq.maintenance import process_metrics
 from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY
 
 PROMETHEUS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 MAX_PAGE = 1_000
 MAX_ANALYTICS_POINTS = 10_000
+MAX_PROCESS_METRICS_RANGE = timedelta(days=31)
+MAX_HOSTNAME = 255
 
 _LATENCY_REGISTRY = CollectorRegistry(auto_describe=True)
 REQUEST_SECONDS = Histogram(
@@ -78,6 +81,33 @@ async def analytics(broker: Broker, request: Request) -> responses.Response:
         raise BadRequest(f"at most {MAX_ANALYTICS_POINTS} points: widen interval or narrow from/to")
     return responses.json(200, await broker.run(
         lambda conn: stats.analytics(conn, queue_name, since, until, interval)))
+
+
+def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, int | None]:
+    """from / to (the last hour by default), hostname and workerId (a process id), as Queen's
+    analytics routes take them."""
+    until = request.query_timestamp("to") or datetime.now(UTC)
+    since = request.query_timestamp("from") or until - timedelta(hours=1)
+    if since > until:
+        raise BadRequest("from must not be after to")
+    if until - since > MAX_PROCESS_METRICS_RANGE:
+        raise BadRequest(f"from and to may be at most {MAX_PROCESS_METRICS_RANGE.days} days apart")
+    hostname = request.query("hostname") or None
+    if hostname is not None and len(hostname) > MAX_HOSTNAME:
+        raise BadRequest(f"hostname is longer than {MAX_HOSTNAME} characters")
+    return since, until, hostname, request.query_int("workerId", None, 0, 2**31 - 1)
+
+
+async def system_metrics(broker: Broker, request: Request) -> responses.Response:
+    """Per process (a replica each), a point a minute: CPU, memory, database pool, event loop."""
+    chosen = _process_filter(request)
+    return 200, await broker.run(lambda conn: process_metrics.system_series(conn, *chosen))
+
+
+async def worker_metrics(broker: Broker, request: Request) -> responses.Response:
+    """Throughput, pop lag and health of the processes, in buckets that widen with the range."""
+    chosen = _process_filter(request)
+    return 200, await broker.run(lambda conn: process_metrics.worker_series(conn, *chosen))
 
 
 async def refresh(broker: Broker, request: Request) -> responses.Response:
@@ -206,6 +236,8 @@ ROUTES: list = [
     ("GET", "/api/v1/status/queues", queues, READ_ONLY),
     ("GET", "/api/v1/status/queues/{queue}", queue, READ_ONLY),
     ("GET", "/api/v1/status/analytics", analytics, READ_ONLY),
+    ("GET", "/api/v1/analytics/system-metrics", system_metrics, READ_ONLY),
+    ("GET", "/api/v1/analytics/worker-metrics", worker_metrics, READ_ONLY),
     ("POST", "/api/v1/stats/refresh", refresh, ADMIN),
     ("GET", "/metrics", metrics_json, READ_ONLY),
     ("GET", "/metrics/prometheus", metrics_prometheus, READ_ONLY),

@@ -4,8 +4,9 @@ Every ``interval`` seconds (or less often, when a refresh takes more than a fift
 time) each broker process asks for the ``stats`` lease (a row of its own in
 ``rq_leader_leases``, independent of retention); the holder runs one refresh
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
-bounded purge steps: tombstones of deleted messages no pop can reach any more, and traces
-older than ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
+bounded purge steps: tombstones of deleted messages no pop can reach any more, the processes'
+metrics rows older than a week (process_metrics.py), and traces older than
+``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
 
 Each round also gives the tables pushes and pops plan against their first planner
 statistics as soon as they hold ``NEW_TABLE_ROWS`` rows (``rq_analyze_new_tables``): on a new
@@ -26,7 +27,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from reginamq.engine import stats
-from reginamq.maintenance import leader
+from reginamq.maintenance import leader, process_metrics
 
 STEP_ROWS = 10_000
 MAX_STEPS = 10
@@ -59,9 +60,11 @@ class StatsLoop(leader.ElectedLoop):
         analysed = await self._run(lambda conn: conn.fetchval(ANALYZE_NEW_SQL, NEW_TABLE_ROWS))
         full = full_pass_due(*await self._run(stats.last_full_pass))
         totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0,
-                  "analysed": analysed}
+                  "processMetrics": 0, "analysed": analysed}
         days = trace_retention_days()
-        steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ())]
+        steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ()),
+                 ("processMetrics", process_metrics.PURGE_SQL,
+                  (datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS),))]
         if days > 0:
             steps.append(("traces", "SELECT rq_traces_purge_step($2, $1)",
                           (datetime.now(UTC) - timedelta(days=days),)))

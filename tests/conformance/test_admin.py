@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conformance.helpers import create_queue, drain, pop_now
+from tests.conftest import eventually
 
 
 async def test_overview_namespaces_and_tasks(queen, queue):
@@ -139,3 +140,31 @@ async def test_delete_consumer_group_for_queue(queen, queue, queue2, group):
     assert remaining == [queue2]
     again = await queen.admin.delete_consumer_group_for_queue(group, queue)
     assert again["deleted"] is False
+
+
+async def test_system_and_worker_metrics(queen, queue):
+    """The analytics pages of Queen's console: a replica per broker process, throughput per bucket."""
+    await queen.queue(queue).partition("p").push([{"data": i} for i in range(3)])
+    assert len(await drain(queen, queue)) == 3
+
+    async def both_seen():
+        system = await queen.admin.get_system_metrics()
+        worker = await queen.admin.get_worker_metrics()
+        lagged = [entry for entry in worker["queues"] if entry["queueName"] == queue]
+        return (system, worker, lagged) if system["replicaCount"] >= 2 and lagged else None
+
+    seen = await eventually(both_seen)
+    assert seen, "the broker's processes never reported the drained queue"
+    system, worker, [lagged] = seen
+    replica = system["replicas"][0]
+    assert {"hostname", "port", "workerId", "timeSeries"} <= set(replica)
+    assert replica["timeSeries"][-1]["metrics"]["memory"]["rss_bytes"]["last"] > 0
+    assert lagged["popCount"] >= 1
+    assert sum(point["pushMessages"] for point in worker["timeSeries"]) >= 3
+    assert worker["summary"]["totalPopMessages"] >= 3
+
+    narrowed = await queen.admin.get_system_metrics(workerId=replica["workerId"])
+    assert [r["workerId"] for r in narrowed["replicas"]] == [replica["workerId"]]
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        await queen.admin.get_worker_metrics(workerId="worker-one")
+    assert raised.value.response.status_code == 400

@@ -1,0 +1,265 @@
+"""What this process did and what it cost, a row a minute: Queen's system and worker metrics.
+
+Queen's admin API (``GET /api/v1/analytics/system-metrics`` and ``/worker-metrics``) reads
+per-replica time series that every server process records about itself. Here each process
+counts its requests and messages as it answers them (:class:`Meter`: a few integer additions a
+request, nothing shared) and samples its gauges once a second (CPU, memory, database pool,
+event-loop lag, requests in flight, parked long polls). Every ``interval`` seconds it rewrites
+the current minute's row with the minute's totals so far (013_process_metrics.sql), and once
+a minute is over it writes that minute's last figures and starts the next. Only the process
+itself writes its rows, so nothing is elected and no process waits for another; a write that
+meets an unavailable database is kept and made at the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import socket
+import time
+from datetime import UTC, datetime
+
+import orjson
+
+from reginamq.engine.errors import Unavailable
+from reginamq.periodic import Periodic
+
+SAMPLE_SECONDS = 1.0
+KEEP_DAYS = 7
+FINAL_WRITE_SECONDS = 2.0
+MAX_WAITING_MINUTES = 60  # rows kept while the database is away; older ones are dropped
+WRITE_SQL = """
+INSERT INTO rq_process_metrics VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                                       $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+ON CONFLICT (bucket, hostname, port, pid) DO UPDATE SET
+    sample_count = EXCLUDED.sample_count, system = EXCLUDED.system, push_messages = EXCLUDED.push_messages,
+    pop_messages = EXCLUDED.pop_messages, ack_messages = EXCLUDED.ack_messages,
+    push_requests = EXCLUDED.push_requests, pop_requests = EXCLUDED.pop_requests,
+    ack_requests = EXCLUDED.ack_requests, requests = EXCLUDED.requests, ack_failed = EXCLUDED.ack_failed,
+    dead_lettered = EXCLUDED.dead_lettered, db_errors = EXCLUDED.db_errors,
+    loop_lag_avg_ms = EXCLUDED.loop_lag_avg_ms, loop_lag_max_ms = EXCLUDED.loop_lag_max_ms,
+    idle_connections_avg = EXCLUDED.idle_connections_avg, idle_connections_min = EXCLUDED.idle_connections_min,
+    connections_max = EXCLUDED.connections_max, in_flight_avg = EXCLUDED.in_flight_avg,
+    in_flight_max = EXCLUDED.in_flight_max, parked_max = EXCLUDED.parked_max, lag_count = EXCLUDED.lag_count,
+    lag_sum_ms = EXCLUDED.lag_sum_ms, lag_max_ms = EXCLUDED.lag_max_ms, queues = EXCLUDED.queues
+"""
+SYSTEM_SQL = "SELECT rq_system_metrics($1, $2, $3, $4)::text"
+WORKER_SQL = "SELECT rq_worker_metrics($1, $2, $3, $4)::text"
+PURGE_SQL = "SELECT rq_process_metrics_purge_step($1, $2)"
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_STARTED = time.monotonic()
+
+
+class Meter:
+    """This process's counters for the current minute, fed by the request path."""
+
+    __slots__ = (
+        "ack_failed",
+        "ack_messages",
+        "ack_requests",
+        "db_errors",
+        "dead_lettered",
+        "in_flight",
+        "lag_count",
+        "lag_max_ms",
+        "lag_sum_ms",
+        "pop_messages",
+        "pop_requests",
+        "push_messages",
+        "push_requests",
+        "queues",
+        "requests",
+    )
+
+    def __init__(self) -> None:
+        self.in_flight = 0  # a gauge: it carries over from one minute to the next
+        self.reset()
+
+    def reset(self) -> None:
+        self.push_messages = self.pop_messages = self.ack_messages = 0
+        self.push_requests = self.pop_requests = self.ack_requests = self.requests = 0
+        self.ack_failed = self.dead_lettered = self.db_errors = self.lag_count = 0
+        self.lag_sum_ms = self.lag_max_ms = 0.0
+        self.queues: dict[str, list] = {}  # queue -> [pops, lag_sum_ms, lag_max_ms]
+
+    def pushed(self, messages: int) -> None:
+        self.push_requests += 1
+        self.push_messages += messages
+
+    def acked(self, answers: list[dict]) -> None:
+        """One ack request's per-item answers."""
+        self.ack_requests += 1
+        self.ack_messages += len(answers)
+        for answer in answers:
+            if not answer["success"]:
+                self.ack_failed += 1
+            elif answer.get("dlq"):
+                self.dead_lettered += 1
+
+    def transacted(self, results: list[dict]) -> None:
+        """A committed transaction's flat results: its pushes and acks count as messages."""
+        for result in results:
+            if result["type"] == "push":
+                self.push_messages += 1
+            else:
+                self.ack_messages += 1
+                self.dead_lettered += bool(result.get("dlq"))
+
+    def popped(self, queue: str, messages: int, oldest: datetime) -> None:
+        """A pop that delivered; ``oldest`` is when its oldest message was pushed."""
+        lag = max(0.0, (datetime.now(UTC) - oldest).total_seconds() * 1000)
+        self.pop_requests += 1
+        self.pop_messages += messages
+        self.lag_count += 1
+        self.lag_sum_ms += lag
+        self.lag_max_ms = max(self.lag_max_ms, lag)
+        entry = self.queues.get(queue)
+        if entry is None:
+            self.queues[queue] = [1, lag, lag]
+        else:
+            entry[0] += 1
+            entry[1] += lag
+            entry[2] = max(entry[2], lag)
+
+    def empty_pop(self) -> None:
+        self.pop_requests += 1
+
+
+class Gauge:
+    """avg / min / max / last of one gauge over a minute's samples, as Queen keeps them."""
+
+    __slots__ = ("count", "high", "last", "low", "total")
+
+    def __init__(self) -> None:
+        self.total, self.low, self.high, self.last, self.count = 0.0, None, 0.0, 0.0, 0
+
+    def add(self, value: float) -> None:
+        self.total += value
+        self.low = value if self.low is None else min(self.low, value)
+        self.high = max(self.high, value)
+        self.last = value
+        self.count += 1
+
+    def average(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    def as_json(self) -> dict:
+        return {"avg": round(self.average(), 2), "min": self.low or 0, "max": self.high, "last": self.last}
+
+
+def _memory() -> tuple[int, int]:
+    """Resident and virtual bytes of this process."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            size, resident = statm.read().split()[:2]
+        return int(resident) * _PAGE_BYTES, int(size) * _PAGE_BYTES
+    except OSError:  # not Linux: the peak resident size is what there is
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak * 1024, 0
+
+
+class ProcessMetrics(Periodic):
+    """Samples once a second; writes the current minute's row every ``interval`` seconds."""
+
+    GAUGES = ("cpu_user", "cpu_system", "rss", "virtual", "pool_size", "pool_idle", "pool_active", "loop_lag",
+              "in_flight", "parked")
+
+    def __init__(self, broker, interval: float):
+        super().__init__(min(SAMPLE_SECONDS, interval), "process-metrics")
+        self._broker = broker
+        self._write_every = interval
+        self._identity = (socket.gethostname(), broker.settings.port, os.getpid())
+        self._minute = self._current_minute()
+        self._gauges = {name: Gauge() for name in self.GAUGES}
+        self._cpu = os.times()
+        self._sampled_at = time.monotonic()
+        self._due = self._sampled_at
+        self._written_at = self._sampled_at
+        self._waiting: dict[datetime, tuple] = {}  # rows not written yet, by minute
+
+    @staticmethod
+    def _current_minute() -> datetime:
+        return datetime.now(UTC).replace(second=0, microsecond=0)
+
+    def pause(self, busy: float) -> float:
+        self._due = time.monotonic() + self._interval
+        return self._interval
+
+    async def tick(self) -> None:
+        minute = self._current_minute()
+        if minute != self._minute:
+            self._waiting[self._minute] = self._row()
+            self._minute = minute
+            self._gauges = {name: Gauge() for name in self.GAUGES}
+            self._broker.meter.reset()
+        self._sample()
+        if time.monotonic() - self._written_at >= self._write_every or self._waiting:
+            self._waiting[self._minute] = self._row()
+            await self.write()
+
+    async def stop(self) -> None:
+        """Stop sampling and write what this minute has so far, unless the database does not
+        take it within ``FINAL_WRITE_SECONDS`` (away, or slow): a stop does not wait for figures."""
+        await super().stop()
+        self._waiting[self._minute] = self._row()
+        with contextlib.suppress(Unavailable, TimeoutError):
+            await asyncio.wait_for(self.write(), FINAL_WRITE_SECONDS)
+
+    async def write(self) -> None:
+        """Write the rows waiting, oldest first; those the database did not take wait for the next tick."""
+        for minute in sorted(self._waiting)[:-MAX_WAITING_MINUTES]:
+            del self._waiting[minute]
+        rows = [self._waiting[minute] for minute in sorted(self._waiting)]
+        await self._broker.run(lambda conn: conn.executemany(WRITE_SQL, rows))
+        self._waiting.clear()
+        self._written_at = time.monotonic()
+
+    def _sample(self) -> None:
+        now, cpu = time.monotonic(), os.times()
+        wall = max(now - self._sampled_at, 1e-6)
+        gauges = self._gauges
+        # percent x 100 of one core, as Queen stores CPU
+        gauges["cpu_user"].add(round((cpu.user - self._cpu.user) / wall * 10_000))
+        gauges["cpu_system"].add(round((cpu.system - self._cpu.system) / wall * 10_000))
+        self._cpu, self._sampled_at = cpu, now
+        resident, virtual = _memory()
+        gauges["rss"].add(resident)
+        gauges["virtual"].add(virtual)
+        pool = self._broker.pool
+        size, idle = (0, 0) if pool is None else (pool.get_size(), pool.get_idle_size())
+        gauges["pool_size"].add(size)
+        gauges["pool_idle"].add(idle)
+        gauges["pool_active"].add(size - idle)
+        gauges["loop_lag"].add(max(0.0, now - self._due) * 1000)
+        gauges["in_flight"].add(self._broker.meter.in_flight)
+        gauges["parked"].add(self._broker.waiters.parked)
+
+    def _row(self) -> tuple:
+        meter, gauges = self._broker.meter, self._gauges
+        system = {
+            "cpu": {"user_us": gauges["cpu_user"].as_json(), "system_us": gauges["cpu_system"].as_json()},
+            "memory": {"rss_bytes": gauges["rss"].as_json(), "virtual_bytes": gauges["virtual"].as_json()},
+            "database": {"pool_size": gauges["pool_size"].as_json(), "pool_idle": gauges["pool_idle"].as_json(),
+                         "pool_active": gauges["pool_active"].as_json()},
+            "eventLoop": {"lag_ms": gauges["loop_lag"].as_json()},
+            "requests": {"in_flight": gauges["in_flight"].as_json(), "parked_pops": gauges["parked"].as_json()},
+            "uptime_seconds": round(time.monotonic() - _STARTED),
+        }
+        hostname, port, pid = self._identity
+        return (self._minute, hostname, port, pid, gauges["cpu_user"].count, orjson.dumps(system).decode(),
+                meter.push_messages, meter.pop_messages, meter.ack_messages, meter.push_requests,
+                meter.pop_requests, meter.ack_requests, meter.requests, meter.ack_failed, meter.dead_lettered,
+                meter.db_errors, gauges["loop_lag"].average(), gauges["loop_lag"].high,
+                gauges["pool_idle"].average(), int(gauges["pool_idle"].low or 0), int(gauges["pool_size"].high),
+                gauges["in_flight"].average(), int(gauges["in_flight"].high), int(gauges["parked"].high),
+                meter.lag_count, meter.lag_sum_ms, meter.lag_max_ms, orjson.dumps(meter.queues).decode())
+
+
+async def system_series(conn, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
+    return (await conn.fetchval(SYSTEM_SQL, since, until, hostname, pid)).encode()
+
+
+async def worker_series(conn, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
+    return (await conn.fetchval(WORKER_SQL, since, until, hostname, pid)).encode()
