@@ -2,8 +2,8 @@
 each, none declared in advance), consume every one with the queue-mode reader (one cursor per
 partition), and divide each table's size (heap + indexes + TOAST) by N. Also times what grows
 with N: finding one partition with data (wildcard pop), the statistics refresh (a full pass,
-and an incremental one after a few partitions moved), and one full retention walk over every
-partition with 1 and with 4 workers.
+and an incremental one after a few partitions moved), one full retention walk over every
+partition with 1 and with 4 workers, and the reads by offset and discovery.
 
     python benchmarks/partition_cost.py --partitions 100000
 
@@ -80,6 +80,38 @@ async def wildcard_pop_ms(url: str, queue: str, rounds: int = 30) -> tuple[float
             assert answer.status_code == 200, answer.status_code
     timings.sort()
     return timings[len(timings) // 2], timings[-1]
+
+
+async def discovery_seconds(url: str, queue: str, partitions: int, moved: int = 100) -> tuple[float, float, float]:
+    """Reads that grow with the partitions, as queen-mq's reads module calls them: every
+    partition of the queue a page of 1,000 at a time (POST /api/v1/partitions/changed, no
+    since), the partitions changed since that pass's safe time after ``moved`` old ones were
+    written, and one fetch of the first 1,000 partitions' records."""
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        started, listed, after, safe = time.monotonic(), 0, None, None
+        while True:
+            entry = {"queue": queue, "limit": 1000, **({"after": after} if after else {})}
+            answer = (await http.post("/api/v1/partitions/changed", json={"entries": [entry]})).json()
+            safe = safe or answer["safeTime"]
+            listed += len(answer["entries"][0]["partitions"])
+            after = answer["entries"][0]["next"]
+            if after is None:
+                break
+        everything = time.monotonic() - started
+        assert listed >= partitions, listed  # the wildcard-pop timing above wrote a few new ones
+        await http.post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": f"p-{n * (partitions // moved)}", "payload": n} for n in range(moved)]})
+        started = time.monotonic()
+        answer = (await http.post("/api/v1/partitions/changed", json={"entries": [
+            {"queue": queue, "since": safe}]})).json()
+        since = time.monotonic() - started
+        assert len(answer["entries"][0]["partitions"]) == moved
+        started = time.monotonic()
+        answer = (await http.post("/api/v1/fetch", json={"entries": [
+            {"queue": queue, "partition": f"p-{n}"} for n in range(min(partitions, 1000))]})).json()
+        fetched = time.monotonic() - started
+        assert all(entry["highWatermark"] >= 1 for entry in answer["entries"])
+        return everything, since, fetched
 
 
 async def sizes(database_url: str) -> tuple[dict[str, asyncpg.Record], list[asyncpg.Record]]:
@@ -174,6 +206,9 @@ async def main() -> None:
         print("retention walk over every partition: " + ", ".join(
             f"{seconds * 1000:.0f} ms with {workers} worker{'s' if workers > 1 else ''}"
             for workers, seconds in walks.items()))
+        everything, since, fetched = await discovery_seconds(broker.url, "cost", args.partitions)
+        print(f"reads: every partition by discovery pages {everything * 1000:.0f} ms; changed since the safe time "
+              f"after 100 moved {since * 1000:.0f} ms; one fetch of 1,000 partitions {fetched * 1000:.0f} ms")
         print("before VACUUM:")
         print("\n".join(table_lines(await sizes(broker.database_url), args.partitions)))
         await vacuum(broker.database_url)

@@ -20,7 +20,7 @@ import msgspec
 import orjson
 
 from reginamq import __version__
-from reginamq.engine import ack, browse, options, push, queues, traces, transaction
+from reginamq.engine import ack, browse, options, push, queues, reads, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
 from reginamq.http import binary_push, console, responses
 from reginamq.security.roles import PUBLIC
@@ -174,6 +174,7 @@ STATS_QUEUE = obj({"queue": STRING, "namespace": NULLABLE_STRING, "task": NULLAB
                    "refreshedAt": NULLABLE_STAMP})
 POINT = obj({"at": STAMP, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
              **{key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")}})
+READ_ERROR = {"type": "string", "enum": ["UNKNOWN_TOPIC_OR_PARTITION", "OFFSET_OUT_OF_RANGE"]}
 TIME_RANGE = obj({"from": STAMP, "to": STAMP})
 PROCESS_FILTER = [query("from", TIMESTAMP, "default: an hour before to"), query("to", TIMESTAMP, "default: now"),
                   query("hostname", {"type": "string", "maxLength": 255}),
@@ -410,6 +411,20 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                            "queues": array(obj({"queue": STRING, "points": array(POINT)}))})},
         parameters=[query("queue", SEGMENT), query("from", TIMESTAMP), query("to", TIMESTAMP),
                     query("interval", int_range(10, 86_400, 60), "seconds per point (at most 10,000 points)")]),
+    ("POST", "/api/v1/fetch"): op(
+        "read partitions by offset (no lease, no cursor)",
+        {200: obj({"entries": array(obj({
+            "queue": STRING, "partition": STRING, "highWatermark": INTEGER, "logStartOffset": INTEGER,
+            "nextOffset": INTEGER, "error": READ_ERROR,
+            "records": array(obj({"offset": INTEGER, "transactionId": STRING, "payload": ANY, "ts": STAMP}))}))})},
+        request=body(ref("FetchBody"))),
+    ("POST", "/api/v1/partitions/changed"): op(
+        "the partitions of a queue written since a time, a page at a time",
+        {200: obj({"safeTime": STAMP, "entries": array(obj({
+            "queue": STRING, "next": NULLABLE_STRING, "error": READ_ERROR,
+            "partitions": array(obj({"name": STRING, "id": STRING, "lastOffset": INTEGER, "logStart": INTEGER,
+                                     "lastWriteAt": NULLABLE_STAMP}))}))})},
+        request=body(ref("ChangedBody"))),
     ("GET", "/api/v1/analytics/system-metrics"): op(
         "per-process CPU, memory, database pool and event loop, a point a minute",
         {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
@@ -444,7 +459,7 @@ _FIELD_LIMITS = {"queue": SEGMENT, "partition": NAME, "transactionId": NAME, "tr
 def _components() -> dict:
     _, schemas = msgspec.json.schema_components(
         [push.PushBody, ack.Ack, ack.AckBatch, transaction.TransactionBody, queues.ConfigureBody,
-         traces.TraceBody], ref_template="#/components/schemas/{name}")
+         traces.TraceBody, reads.FetchBody, reads.ChangedBody], ref_template="#/components/schemas/{name}")
     for schema in schemas.values():
         for name, field in schema.get("properties", {}).items():
             limit = _FIELD_LIMITS.get(name)
@@ -464,6 +479,7 @@ def _components() -> dict:
     schemas["ConfigureBody"]["properties"]["mode"] = {"type": "string", "enum": ["merge", "replace"],
                                                       "default": "merge"}
     schemas["ConfigureBody"]["properties"]["options"] = {"anyOf": [OPTIONS_IN, {"type": "null"}]}
+    schemas["ChangedEntry"]["properties"]["since"] = {"anyOf": [TIMESTAMP, {"type": "null"}]}
     names = schemas["TraceBody"]["properties"]["traceNames"]["anyOf"][0]
     names.update(items=NAME, maxItems=traces.MAX_NAMES, uniqueItems=True)
     return schemas

@@ -13,7 +13,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from reginamq.http import browse, console, dlq, groups, messages, openapi, queues, resources, stats, status, traces
+from reginamq.http import (
+    browse,
+    console,
+    dlq,
+    groups,
+    messages,
+    openapi,
+    queues,
+    reads,
+    resources,
+    stats,
+    status,
+    traces,
+)
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
@@ -59,6 +72,7 @@ ROUTES: list[Route] = table(
     *resources.ROUTES,
     *groups.ROUTES,
     *browse.ROUTES,
+    *reads.ROUTES,
     *traces.ROUTES,
     *stats.ROUTES,
     *console.ROUTES,

@@ -1,0 +1,38 @@
+"""Reads by offset (POST /api/v1/fetch) and partition discovery (POST /api/v1/partitions/changed).
+
+What queen-mq's ``queue(...).fetch()`` and ``.changed_since()`` call (its ``reads`` module);
+the engine side is engine/reads.py. Both are reads: no lease, no cursor, no ack.
+"""
+
+from __future__ import annotations
+
+from reginamq.engine import reads
+from reginamq.engine.errors import BadRequest
+from reginamq.http import responses
+from reginamq.http.request import Request, parse_timestamp
+from reginamq.runtime import Broker
+from reginamq.security.roles import READ_ONLY
+
+
+async def fetch(broker: Broker, request: Request) -> responses.Response:
+    body = request.json(reads.FetchBody)
+    return responses.json(200, await broker.run(lambda conn: reads.fetch(conn, body, broker.sealer.reveal)))
+
+
+async def partitions_changed(broker: Broker, request: Request) -> responses.Response:
+    entries = request.json(reads.ChangedBody).entries
+    queries = [reads.changed_query(entry, None if entry.since is None else _since(entry.since)) for entry in entries]
+    return responses.json(200, await broker.run(lambda conn: reads.changed(conn, queries)))
+
+
+def _since(raw: str):
+    try:
+        return parse_timestamp(raw)
+    except ValueError:
+        raise BadRequest("since must be an ISO-8601 timestamp") from None
+
+
+ROUTES: list = [
+    ("POST", "/api/v1/fetch", fetch, READ_ONLY),
+    ("POST", "/api/v1/partitions/changed", partitions_changed, READ_ONLY),
+]
