@@ -20,7 +20,7 @@ import msgspec
 import orjson
 
 from reginamq import __version__
-from reginamq.engine import ack, browse, options, push, queues, reads, traces, transaction
+from reginamq.engine import ack, browse, options, push, queues, reads, streams, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
 from reginamq.http import binary_push, console, responses
 from reginamq.security.roles import PUBLIC
@@ -425,6 +425,22 @@ OPERATIONS: dict[tuple[str, str], dict] = {
             "partitions": array(obj({"name": STRING, "id": STRING, "lastOffset": INTEGER, "logStart": INTEGER,
                                      "lastWriteAt": NULLABLE_STAMP}))}))})},
         request=body(ref("ChangedBody"))),
+    ("POST", "/streams/v1/queries"): op(
+        "register a streaming query (by name, with its operator chain's hash)",
+        {200: obj({"success": BOOLEAN, "query_id": STRING, "name": STRING, "config_hash": STRING,
+                   "fresh": BOOLEAN, "reset": BOOLEAN}),
+         409: obj({"success": BOOLEAN, "query_id": STRING, "name": STRING, "error": STRING})},
+        request=body(ref("Register"))),
+    ("POST", "/streams/v1/state/get"): op(
+        "a partition's state rows of a streaming query",
+        {200: obj({"success": BOOLEAN, "rows": array(obj({"key": STRING, "value": ANY, "updated_at": STAMP}))})},
+        request=body(ref("StateGet"))),
+    ("POST", "/streams/v1/cycle"): op(
+        "commit a streaming cycle: state changes, sink pushes and the source ack, all or nothing",
+        {200: obj({"success": BOOLEAN, "query_id": STRING, "partition_id": STRING, "queueName": NULLABLE_STRING,
+                   "state_ops_applied": INTEGER, "push_results": array(ANY), "ack_result": ANY,
+                   "error": STRING})},
+        request=body(ref("Cycle"))),
     ("GET", "/api/v1/analytics/system-metrics"): op(
         "per-process CPU, memory, database pool and event loop, a point a minute",
         {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
@@ -459,7 +475,8 @@ _FIELD_LIMITS = {"queue": SEGMENT, "partition": NAME, "transactionId": NAME, "tr
 def _components() -> dict:
     _, schemas = msgspec.json.schema_components(
         [push.PushBody, ack.Ack, ack.AckBatch, transaction.TransactionBody, queues.ConfigureBody,
-         traces.TraceBody, reads.FetchBody, reads.ChangedBody], ref_template="#/components/schemas/{name}")
+         traces.TraceBody, reads.FetchBody, reads.ChangedBody, streams.Register,
+         streams.StateGet, streams.Cycle], ref_template="#/components/schemas/{name}")
     for schema in schemas.values():
         for name, field in schema.get("properties", {}).items():
             limit = _FIELD_LIMITS.get(name)

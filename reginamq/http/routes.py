@@ -25,6 +25,7 @@ from reginamq.http import (
     resources,
     stats,
     status,
+    streams,
     traces,
 )
 from reginamq.http.request import Request
@@ -73,6 +74,7 @@ ROUTES: list[Route] = table(
     *groups.ROUTES,
     *browse.ROUTES,
     *reads.ROUTES,
+    *streams.ROUTES,
     *traces.ROUTES,
     *stats.ROUTES,
     *console.ROUTES,
