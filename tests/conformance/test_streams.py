@@ -26,6 +26,15 @@ async def sink_messages(queen, name: str, expected: int, seconds: float = 10.0) 
     return seen
 
 
+async def run_until_sunk(stream: Stream, queen, broker_url: str, query_id: str, sink: str, expected: int):
+    """Run the stream until its sink holds ``expected`` messages; the stopped runner and the messages."""
+    runner = await stream.run(query_id=query_id, url=broker_url, max_wait_millis=200)
+    try:
+        return runner, await sink_messages(queen, sink, expected)
+    finally:
+        await runner.stop()
+
+
 @pytest.fixture
 def query_id() -> str:
     return f"query-{uuid.uuid4().hex[:8]}"
@@ -34,14 +43,9 @@ def query_id() -> str:
 async def test_a_map_to_a_sink_consumes_the_source_once(queen, broker_url, queue, queue2, query_id):
     for partition in ("a", "b"):
         await queen.queue(queue).partition(partition).push([{"data": {"n": n}} for n in range(5)])
-    runner = await (Stream.from_(queen.queue(queue))
-                    .map(lambda message, ctx=None: {"double": message["data"]["n"] * 2})
-                    .to(queen.queue(queue2))
-                    .run(query_id=query_id, url=broker_url, max_wait_millis=200))
-    try:
-        out = await sink_messages(queen, queue2, 10)
-    finally:
-        await runner.stop()
+    stream = (Stream.from_(queen.queue(queue)).map(lambda message, ctx=None: {"double": message["data"]["n"] * 2})
+              .to(queen.queue(queue2)))
+    runner, out = await run_until_sunk(stream, queen, broker_url, query_id, queue2, 10)
     assert sorted((m["partition"], m["data"]["double"]) for m in out) == sorted(
         (p, 2 * n) for p in ("a", "b") for n in range(5))
     assert runner.metrics()["errorsTotal"] == 0
@@ -50,15 +54,9 @@ async def test_a_map_to_a_sink_consumes_the_source_once(queen, broker_url, queue
 
 async def test_a_tumbling_window_aggregate_is_flushed_from_state(queen, broker_url, queue, queue2, query_id):
     await queen.queue(queue).partition("p").push([{"data": {"n": n}} for n in range(1, 6)])
-    runner = await (Stream.from_(queen.queue(queue))
-                    .window_tumbling(seconds=1, idle_flush_ms=300)
-                    .aggregate({"count": lambda value: 1, "sum": lambda value: value["n"]})
-                    .to(queen.queue(queue2))
-                    .run(query_id=query_id, url=broker_url, max_wait_millis=200))
-    try:
-        out = await sink_messages(queen, queue2, 1)
-    finally:
-        await runner.stop()
+    stream = (Stream.from_(queen.queue(queue)).window_tumbling(seconds=1, idle_flush_ms=300)
+              .aggregate({"count": lambda value: 1, "sum": lambda value: value["n"]}).to(queen.queue(queue2)))
+    runner, out = await run_until_sunk(stream, queen, broker_url, query_id, queue2, 1)
     assert sum(m["data"]["count"] for m in out) == 5 and sum(m["data"]["sum"] for m in out) == 15
     assert runner.metrics()["flushCyclesTotal"] >= 1 and runner.metrics()["errorsTotal"] == 0
 
