@@ -115,12 +115,12 @@ def _records(answer: dict, start: int, budget: int, row, reveal, always_one: boo
     return added
 
 
-def cursor(created_at: datetime, partition_id: str) -> str:
+def _cursor(created_at: datetime, partition_id: str) -> str:
     """The page cursor (``next``, sent back as ``after``): where the page ended, in creation order."""
     return f"{created_at.isoformat()}|{partition_id}"
 
 
-def parse_cursor(raw: str) -> tuple[datetime, str]:
+def _parse_cursor(raw: str) -> tuple[datetime, str]:
     try:
         created, partition_id = raw.split("|", 1)
         moment = datetime.fromisoformat(created)
@@ -140,7 +140,7 @@ class ChangedQuery(msgspec.Struct):
 
 def changed_query(entry: ChangedEntry, since: datetime | None) -> ChangedQuery:
     check_queue_name(entry.queue)
-    return ChangedQuery(entry.queue, since, (None, None) if entry.after is None else parse_cursor(entry.after),
+    return ChangedQuery(entry.queue, since, (None, None) if entry.after is None else _parse_cursor(entry.after),
                         entry.limit)
 
 
@@ -160,6 +160,6 @@ async def changed(conn, queries: list[ChangedQuery]) -> dict:
             "partitions": [{"name": row[3], "id": row[2], "lastOffset": row[4], "logStart": row[5],
                             "lastWriteAt": None if row[6] is None else iso_millis(row[6]).decode()}
                            for row in page],
-            "next": cursor(page[-1][7], page[-1][2]) if len(found) > query.limit else None,
+            "next": _cursor(page[-1][7], page[-1][2]) if len(found) > query.limit else None,
         })
     return {"entries": answers, "safeTime": iso_millis(safe).decode()}
