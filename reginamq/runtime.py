@@ -119,7 +119,6 @@ class Broker:
                     raise Unavailable("the database kept aborting this request; retry") from None
                 await asyncio.sleep(0.01 * (attempt + 1))
             except _UNAVAILABLE as error:
-                self.meter.db_errors += 1
                 log.warning("database unavailable: %s", error)
                 raise Unavailable("database unavailable") from error
             except asyncpg.DataError as error:

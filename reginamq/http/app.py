@@ -156,6 +156,7 @@ class App:
         except BadRequest as error:
             return responses.error(error.status, str(error), **error.extra)
         except Unavailable as error:
+            self.broker.meter.db_errors += 1
             return responses.error(503, str(error))
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return responses.error(400, f"invalid request: {error}")

@@ -55,6 +55,12 @@ def test_an_outage_with_two_workers_keeps_partition_order(own_postgres, tmp_path
     outage(own_postgres, tmp_path, workers=2)
 
 
+def db_errors(url: str) -> int:
+    """Requests answered 503 (database unavailable), by the broker's own worker-metrics."""
+    answer = get(url, "/api/v1/analytics/worker-metrics")
+    return sum(point["dbErrors"] for point in answer.json()["timeSeries"]) if answer.status_code == 200 else 0
+
+
 def outage(own_postgres, tmp_path, workers: int) -> None:
     server, database_url = own_postgres
     process, url = start_broker_on(database_url, workers=workers, log_path=tmp_path / "broker.log")
@@ -77,6 +83,8 @@ def outage(own_postgres, tmp_path, workers: int) -> None:
         back = wait_for(lambda: health(url) == 200, 30)
         assert back is not None, "the broker did not reconnect"
         code, output, results = bench.finish()
+        # the answers 503 are in the processes' metrics, written once the database was back
+        assert wait_for(lambda: db_errors(url) >= 2, 10) is not None, "worker-metrics did not count the 503s"
     finally:
         bench.stop()
         stop_process(process)
