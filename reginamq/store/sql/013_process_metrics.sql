@@ -163,7 +163,8 @@ BEGIN
                'totalDbErrors', COALESCE(sum(db_errors), 0),
                'totalAckFailed', COALESCE(sum(ack_failed), 0),
                'totalDlq', COALESCE(sum(dead_lettered), 0),
-               'pendingMessages', COALESCE(sum(push_messages) - sum(pop_messages), 0))
+               -- Queen's pushed-minus-popped; pops count once per consumer group, so never below 0
+               'pendingMessages', greatest(COALESCE(sum(push_messages) - sum(pop_messages), 0), 0))
     INTO v_summary FROM rq_process_metrics;
 
     RETURN jsonb_build_object(
