@@ -15,6 +15,7 @@ from datetime import datetime
 
 import orjson
 
+from reginamq.engine.browse import iso_millis
 from reginamq.engine.hotlist import HotPartitions
 
 POP_SQL = (
@@ -198,8 +199,9 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
                     broker.hot.give_back(_source(request), request.group, rows.pop()[9])
             found = bool(rows)
             if found:
-                broker.meter.popped(rows[0][0], sum(len(row[5]) for row in rows), min(row[3] for row in rows))
-                if _took_all_it_could(rows, request):
+                delivered = sum(len(row[5]) for row in rows)
+                broker.meter.popped(rows[0][0], delivered, min(row[3] for row in rows))
+                if _took_all_it_could(rows, delivered, request):
                     waiters.wake(rows[0][0], request.group)  # there may be more work: the group's next poller looks
                 return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)
             remaining = deadline - time.monotonic()
@@ -238,22 +240,16 @@ def _hints(hot: HotPartitions, request: PopRequest) -> tuple[list[str], datetime
     return hot.take(_source(request), request.group, request.partitions)
 
 
-def _took_all_it_could(rows, request: PopRequest) -> bool:
+def _took_all_it_could(rows, delivered: int, request: PopRequest) -> bool:
     """Whether the pop stopped at its own limits (so more may be waiting) rather than
     because it ran out of work."""
-    partitions = len({row[1] for row in rows})
-    messages = sum(len(row[5]) for row in rows)
-    return partitions >= request.partitions or messages >= request.batch
+    return len({row[1] for row in rows}) >= request.partitions or delivered >= request.batch
 
 
 def _arguments(request: PopRequest, lease_id: str) -> tuple:
     return (request.queue, request.partition, request.namespace, request.task, request.group,
             request.batch, request.partitions, request.auto_ack, request.lease_seconds, lease_id,
             request.subscription_mode, request.subscription_from)
-
-
-def iso_millis(moment: datetime) -> bytes:
-    return (moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z").encode()
 
 
 def render(rows, group: str, lease_id: str, reveal) -> bytes:

@@ -33,7 +33,6 @@ from reginamq.engine.sealing import Sealer
 REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5)"
 STATE_SQL = "SELECT key, value, updated_at FROM rq_stream_state_get($1, $2, $3, $4, $5)"
 APPLY_SQL = "SELECT rq_stream_state_apply($1, $2, $3, $4, $5)"
-SOURCE_SQL = "SELECT q.name FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = $1"
 MAX_STATE_OPS = 10_000
 MAX_KEYS = 10_000
 MAX_KEY_LENGTH = 4096
@@ -137,16 +136,15 @@ def prepare(body: Cycle, producer_sub: str | None) -> tuple:
 async def cycle(conn, prepared: tuple, sealer: Sealer) -> dict:
     query_id, partition_id, state_ops, push, ack = prepared
     answer: dict[str, Any] = {"success": True, "query_id": query_id, "partition_id": partition_id,
-                              "queueName": await conn.fetchval(SOURCE_SQL, partition_id),
-                              "state_ops_applied": 0, "push_results": [], "ack_result": None}
+                              "queueName": None, "state_ops_applied": 0, "push_results": [], "ack_result": None}
     try:
         async with conn.transaction():
-            applied = await conn.fetchval(
+            answer["queueName"] = await conn.fetchval(
                 APPLY_SQL, query_id, partition_id, [op.type == "delete" for op in state_ops],
                 [op.key for op in state_ops],
                 [None if op.type == "delete" else orjson.dumps({} if op.value is None else op.value).decode()
                  for op in state_ops])
-            if applied is None:
+            if answer["queueName"] is None:
                 raise Refused("query or partition not found")
             ack_result = (await acks.write(conn, ack))[0] if ack is not None else None
             if ack_result is not None and not ack_result["success"]:
@@ -157,7 +155,7 @@ async def cycle(conn, prepared: tuple, sealer: Sealer) -> dict:
                 raise Refused(str(full)) from None
     except Refused as refused:
         return {**answer, "success": False, "error": str(refused)}
-    answer.update(state_ops_applied=applied, push_results=push_results)
+    answer.update(state_ops_applied=len(state_ops), push_results=push_results)
     if ack_result is not None:
         answer["ack_result"] = {"success": True, "lease_released": ack_result["leaseReleased"],
                                 "dlq": ack_result["dlq"]}

@@ -72,24 +72,26 @@ async def queue(broker: Broker, request: Request) -> responses.Response:
 async def analytics(broker: Broker, request: Request) -> responses.Response:
     queue_name = request.query("queue")
     queue_name = check_queue_name(queue_name) if queue_name else None
-    until = request.query_timestamp("to") or datetime.now(UTC)
-    since = request.query_timestamp("from") or until - timedelta(hours=1)
+    since, until = _time_range(request)
     interval = request.query_int("interval", 60, stats.BUCKET_SECONDS, 86_400)
-    if since > until:
-        raise BadRequest("from must not be after to")
     if (until - since).total_seconds() / interval > MAX_ANALYTICS_POINTS:
         raise BadRequest(f"at most {MAX_ANALYTICS_POINTS} points: widen interval or narrow from/to")
     return responses.json(200, await broker.run(
         lambda conn: stats.analytics(conn, queue_name, since, until, interval)))
 
 
-def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, int | None]:
-    """from / to (the last hour by default), hostname and workerId (a process id), as Queen's
-    analytics routes take them."""
+def _time_range(request: Request) -> tuple[datetime, datetime]:
+    """``from`` / ``to`` of the analytics routes: the last hour by default."""
     until = request.query_timestamp("to") or datetime.now(UTC)
     since = request.query_timestamp("from") or until - timedelta(hours=1)
     if since > until:
         raise BadRequest("from must not be after to")
+    return since, until
+
+
+def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, int | None]:
+    """The time range, hostname and workerId (a process id), as Queen's process analytics take them."""
+    since, until = _time_range(request)
     if until - since > MAX_PROCESS_METRICS_RANGE:
         raise BadRequest(f"from and to may be at most {MAX_PROCESS_METRICS_RANGE.days} days apart")
     hostname = request.query("hostname") or None
@@ -101,13 +103,13 @@ def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, i
 async def system_metrics(broker: Broker, request: Request) -> responses.Response:
     """Per process (a replica each), a point a minute: CPU, memory, database pool, event loop."""
     chosen = _process_filter(request)
-    return 200, await broker.run(lambda conn: process_metrics.system_series(conn, *chosen))
+    return 200, await broker.run(lambda conn: process_metrics.report(conn, process_metrics.SYSTEM_SQL, *chosen))
 
 
 async def worker_metrics(broker: Broker, request: Request) -> responses.Response:
     """Throughput, pop lag and health of the processes, in buckets that widen with the range."""
     chosen = _process_filter(request)
-    return 200, await broker.run(lambda conn: process_metrics.worker_series(conn, *chosen))
+    return 200, await broker.run(lambda conn: process_metrics.report(conn, process_metrics.WORKER_SQL, *chosen))
 
 
 async def refresh(broker: Broker, request: Request) -> responses.Response:

@@ -257,9 +257,6 @@ class ProcessMetrics(Periodic):
                 meter.lag_count, meter.lag_sum_ms, meter.lag_max_ms, orjson.dumps(meter.queues).decode())
 
 
-async def system_series(conn, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
-    return (await conn.fetchval(SYSTEM_SQL, since, until, hostname, pid)).encode()
-
-
-async def worker_series(conn, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
-    return (await conn.fetchval(WORKER_SQL, since, until, hostname, pid)).encode()
+async def report(conn, sql: str, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
+    """One of the two answers (``SYSTEM_SQL`` or ``WORKER_SQL``), rendered by PostgreSQL."""
+    return (await conn.fetchval(sql, since, until, hostname, pid)).encode()

@@ -51,6 +51,15 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT to_char(p_moment AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
+-- The rows of the minutes from p_from's to p_to, of one host and one process when named: the one
+-- filter every part of both answers reads through.
+CREATE OR REPLACE FUNCTION rq_process_metrics_in(p_from timestamptz, p_to timestamptz, p_hostname text, p_pid int)
+RETURNS SETOF rq_process_metrics LANGUAGE sql STABLE AS $$
+    SELECT * FROM rq_process_metrics
+    WHERE bucket >= date_trunc('minute', p_from) AND bucket <= p_to
+      AND (p_hostname IS NULL OR hostname = p_hostname) AND (p_pid IS NULL OR pid = p_pid)
+$$;
+
 -- Queen's system-metrics answer: one time series per replica (hostname:port, and here each
 -- worker process is a replica of its own), one point per minute, oldest first.
 CREATE OR REPLACE FUNCTION rq_system_metrics(p_from timestamptz, p_to timestamptz, p_hostname text, p_pid int)
@@ -59,9 +68,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         SELECT hostname, port, pid,
                jsonb_agg(jsonb_build_object('timestamp', rq_iso(bucket), 'sampleCount', sample_count,
                                             'metrics', system) ORDER BY bucket) AS series
-        FROM rq_process_metrics
-        WHERE bucket >= date_trunc('minute', p_from) AND bucket <= p_to
-          AND (p_hostname IS NULL OR hostname = p_hostname) AND (p_pid IS NULL OR pid = p_pid)
+        FROM rq_process_metrics_in(p_from, p_to, p_hostname, p_pid)
         GROUP BY hostname, port, pid
     )
     SELECT jsonb_build_object(
@@ -91,9 +98,7 @@ DECLARE
     v_summary jsonb;
 BEGIN
     WITH chosen AS (
-        SELECT * FROM rq_process_metrics
-        WHERE bucket >= date_trunc('minute', p_from) AND bucket <= p_to
-          AND (p_hostname IS NULL OR hostname = p_hostname) AND (p_pid IS NULL OR pid = p_pid)
+        SELECT * FROM rq_process_metrics_in(p_from, p_to, p_hostname, p_pid)
     ), buckets AS (
         SELECT date_bin(make_interval(mins => v_minutes), bucket, timestamptz '2000-01-01') AS at,
                sum(push_messages) AS push_msg, sum(pop_messages) AS pop_msg, sum(ack_messages) AS ack_msg,
@@ -135,9 +140,7 @@ BEGIN
                  min(idle_connections_min) AS min_idle, max(connections_max) AS conns,
                  max(in_flight_max) AS max_flight, max(parked_max) AS parked,
                  sum(push_messages + ack_messages) AS processed, max(bucket) AS last_seen
-          FROM rq_process_metrics
-          WHERE bucket >= date_trunc('minute', now()) - interval '5 minutes'
-            AND (p_hostname IS NULL OR hostname = p_hostname) AND (p_pid IS NULL OR pid = p_pid)
+          FROM rq_process_metrics_in(now() - interval '5 minutes', 'infinity', p_hostname, p_pid)
           GROUP BY hostname, pid) w;
 
     SELECT COALESCE(jsonb_agg(jsonb_build_object(
@@ -148,9 +151,7 @@ BEGIN
     INTO v_queues
     FROM (SELECT q.key AS queue, sum((q.value->>0)::bigint) AS pops, sum((q.value->>1)::float8) AS lag_sum,
                  max((q.value->>2)::float8) AS lag_max
-          FROM rq_process_metrics m, jsonb_each(m.queues) q
-          WHERE m.bucket >= date_trunc('minute', p_from) AND m.bucket <= p_to
-            AND (p_hostname IS NULL OR m.hostname = p_hostname) AND (p_pid IS NULL OR m.pid = p_pid)
+          FROM rq_process_metrics_in(p_from, p_to, p_hostname, p_pid) m, jsonb_each(m.queues) q
           GROUP BY q.key) lagged;
 
     SELECT jsonb_build_object(

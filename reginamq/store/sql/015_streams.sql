@@ -72,14 +72,17 @@ $$;
 -- A cycle's state changes, in order (an upsert then a delete of one key leaves no row), after
 -- the lock that serialises the cycles and idle flushes of one (query, partition): a flush
 -- reading and deleting a window while a cycle updates it would otherwise lose events.
--- Answers how many were applied, or NULL when the query or the partition does not exist.
+-- Answers the source partition's queue name, or NULL (nothing applied) when the query or the
+-- partition does not exist.
 CREATE OR REPLACE FUNCTION rq_stream_state_apply(p_query uuid, p_partition uuid, p_deletes bool[], p_keys text[],
                                                  p_values text[])
-RETURNS int
+RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_queue text := (SELECT q.name FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id
+                     WHERE p.id = p_partition);
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM rq_stream_queries q WHERE q.id = p_query)
-       OR NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.id = p_partition) THEN
+    IF v_queue IS NULL OR NOT EXISTS (SELECT 1 FROM rq_stream_queries q WHERE q.id = p_query) THEN
         RETURN NULL;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_query::text || ':' || p_partition::text, 0));
@@ -93,6 +96,6 @@ BEGIN
             ON CONFLICT (query_id, partition_id, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
         END IF;
     END LOOP;
-    RETURN coalesce(cardinality(p_keys), 0);
+    RETURN v_queue;
 END;
 $$;
