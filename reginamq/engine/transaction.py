@@ -8,6 +8,12 @@ The answer's ``results`` are flat, as Queen's: one per acknowledgement and one p
 item (a push operation of three items answers three results), in request order, so that
 ``index`` counts acks and pushed items alike; the client's ``failedIndex`` arithmetic and
 its binary transaction body (push_binary.py) both count that way.
+
+The ``kv`` rider (Queen 2.x, engine/kv.py) runs first in the same database transaction, and its
+results follow the operations' in the flat space (``opIndex`` is the op's place in ``kv``). A
+``required`` op that lost its precondition rolls the bundle back and answers
+``reason: "kv_precondition"`` with ``failedIndex`` in the flat space: the client returns that
+verdict instead of raising, since it is what every redelivery meeting its own marker gets.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import uuid
 import msgspec
 
 from reginamq.engine import ack as acks
+from reginamq.engine import kv
 from reginamq.engine import push as pushes
 from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_uuid
@@ -50,9 +57,9 @@ class Operation(msgspec.Struct):
 class TransactionBody(msgspec.Struct):
     operations: list[Operation]
     requiredLeases: list[str] | None = None
-    # Queen 2.x riders (key-value preconditions, timers): not served here, so refused rather
-    # than ignored; a bundle committed without its guard would be a silent wrong answer.
-    kv: list | None = None
+    kv: list[msgspec.Raw] | None = None
+    # Queen 2.x timers are not served here, so refused rather than ignored: a bundle
+    # committed without its timer would be a silent wrong answer.
     timers: list | None = None
 
 
@@ -67,9 +74,9 @@ def prepare(body: TransactionBody, producer_sub: str | None = None,
             pushed: tuple[list[pushes.PushItem], list[str | None] | None] | None = None):
     """Validate the bundle; ``pushed`` are items (and their client-minted ids) that came beside
     the JSON operations (the binary transaction body), pushed after them."""
-    if body.kv or body.timers:
-        raise BadRequest("kv and timers operations are not supported by this broker")
-    if not body.operations and not (pushed and pushed[0]):
+    if body.timers:
+        raise BadRequest("timers operations are not supported by this broker")
+    if not body.operations and not (pushed and pushed[0]) and not body.kv:
         raise BadRequest("a transaction needs at least one operation")
     if len(body.operations) > MAX_OPERATIONS:
         raise BadRequest(f"a transaction carries at most {MAX_OPERATIONS} operations", status=413)
@@ -98,14 +105,17 @@ def prepare(body: TransactionBody, producer_sub: str | None = None,
         layout.append(("push", len(items), len(side_items)))
         items.extend(side_items)
     leases = sorted({check_uuid("requiredLeases[]", lease) for lease in body.requiredLeases or []})
-    return acks.prepare(ack_list), pushes.prepare(items, producer_sub, message_ids), layout, leases
+    return (acks.prepare(ack_list), pushes.prepare(items, producer_sub, message_ids), layout, leases,
+            kv.prepare(body.kv or [], in_transaction=True))
 
 
 async def execute(conn, prepared, sealer: Sealer) -> dict:
-    ack_batch, push_batch, layout, leases = prepared
+    ack_batch, push_batch, layout, leases, kv_ops = prepared
     transaction_id = str(uuid.uuid4())
+    flat_base = sum(count for _kind, _first, count in layout)  # where the kv results start
     try:
         async with conn.transaction():
+            kv_results = await kv.apply(conn, kv_ops)
             if leases:
                 live = await conn.fetchval(LIVE_LEASES_SQL, leases)
                 if live != len(leases):
@@ -126,6 +136,8 @@ async def execute(conn, prepared, sealer: Sealer) -> dict:
     except Rollback as rollback:
         return {"transactionId": transaction_id, "success": False, "reason": rollback.reason,
                 "error": rollback.error, "results": []}
+    except kv.PreconditionLost as lost:
+        return {"transactionId": transaction_id, **lost.answer(flat_base + lost.index), "results": []}
     results: list[dict] = []
     for kind, first, count in layout:
         if kind == "ack":
@@ -140,6 +152,8 @@ async def execute(conn, prepared, sealer: Sealer) -> dict:
                             "transactionId": pushed["transaction_id"], "messageId": pushed["message_id"],
                             "partitionId": partition_ids[item], "queueName": pushed["queueName"],
                             "status": pushed["status"]})
+    results.extend({**result, "index": flat_base + position, "opIndex": position, "type": "kv"}
+                   for position, result in enumerate(kv_results))
     return {"transactionId": transaction_id, "success": True, "results": results}
 
 

@@ -100,11 +100,13 @@ def push_counts(answer: list[dict]) -> dict:
 
 
 def transaction_counts(answer: dict) -> dict:
-    """Flag 2's answer to a transaction: the pushes' and acks' results counted, not listed."""
+    """Flag 2's answer to a transaction: the pushes' and acks' results counted, not listed (the
+    kv rider's results stay listed: each is a verdict)."""
     if not answer.get("success"):
         return answer
     results = answer["results"]
-    return {**answer, "results": [], "pushed": sum(r["type"] == "push" for r in results), "duplicate": 0,
+    return {**answer, "results": [r for r in results if r["type"] == "kv"],
+            "pushed": sum(r["type"] == "push" for r in results), "duplicate": 0,
             "acked": sum(r["type"] == "ack" for r in results)}
 
 

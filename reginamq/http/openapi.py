@@ -20,7 +20,7 @@ import msgspec
 import orjson
 
 from reginamq import __version__
-from reginamq.engine import ack, browse, options, push, queues, reads, streams, traces, transaction
+from reginamq.engine import ack, browse, kv, locks, options, push, queues, reads, streams, traces, transaction
 from reginamq.engine.names import MAX_NAME_LENGTH
 from reginamq.http import binary_push, console, responses
 from reginamq.security.roles import PUBLIC
@@ -102,6 +102,20 @@ POP_PARAMETERS = [
 
 PUSH_RESULT = obj({"index": INTEGER, "message_id": STRING, "transaction_id": STRING, "queueName": STRING,
                    "status": {"type": "string", "enum": ["queued", "duplicate", "buffered"]}})
+KV_OP = obj({"op": {"type": "string", "enum": list(kv.OPS)},
+             "ns": {"type": "string", "pattern": f"^{kv.NAMESPACE.pattern}$"},
+             "key": {"type": "string", "minLength": 1}, "keys": array(STRING), "prefix": STRING, "after": STRING,
+             "limit": INTEGER, "keysOnly": BOOLEAN, "value": ANY, "ttlSeconds": int_range(1, kv.MAX_TTL_SECONDS),
+             "forever": {"const": True}, "expect": int_range(0, kv.INT64), "required": BOOLEAN,
+             "delta": {"type": "number"}, "min": {"type": "number"}, "max": {"type": "number"}}, ["op", "ns"])
+KV_RESULT = obj({"index": INTEGER, "op": STRING, "key": STRING, "applied": BOOLEAN, "found": BOOLEAN,
+                 "reason": STRING, "value": ANY, "version": INTEGER, "expiresAt": NULLABLE_STAMP,
+                 "updatedAt": STAMP, "rows": array(ANY), "missing": array(STRING), "truncated": BOOLEAN,
+                 "nextAfter": NULLABLE_STRING}, ["index", "op"])
+LOCK_OP = obj({"op": {"type": "string", "enum": list(locks.SQL)}, "name": STRING,
+               "ttlSeconds": int_range(1, locks.MAX_TTL_SECONDS), "owner": STRING,
+               "limit": int_range(1, locks.MAX_LIMIT), "token": int_range(1, kv.INT64),
+               "slot": int_range(0, locks.MAX_LIMIT - 1)}, ["op", "name"])
 # the binary push body's flag 2 (http/binary_push.py)
 PUSH_COUNTS = obj({"count": INTEGER, "queued": INTEGER, "duplicate": INTEGER, "error": INTEGER, "buffered": INTEGER},
                   ["count", "queued", "duplicate", "error"])
@@ -441,6 +455,18 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                    "state_ops_applied": INTEGER, "push_results": array(ANY), "ack_result": ANY,
                    "error": STRING})},
         request=body(ref("Cycle"))),
+    ("POST", "/api/v1/kv"): op(
+        "key/value operations, applied in one transaction (a lost precondition is a verdict)",
+        {200: obj({"results": array(KV_RESULT), "ok": BOOLEAN, "reason": STRING, "failedIndex": INTEGER,
+                   "kvReason": STRING, "version": INTEGER, "value": ANY}, ["results"])},
+        request=body(obj({"operations": {**array(KV_OP), "maxItems": kv.MAX_OPS[False]}}, ["operations"]))),
+    ("POST", "/api/v1/locks"): op(
+        "acquire, renew, release or look at locks and semaphore permits (each op a verdict)",
+        {200: obj({"results": array(obj({"index": INTEGER, "op": STRING, "name": STRING, "acquired": BOOLEAN,
+                                         "renewed": BOOLEAN, "released": BOOLEAN, "held": BOOLEAN,
+                                         "slot": INTEGER, "token": INTEGER, "owner": STRING, "guard": KV_OP,
+                                         "reason": STRING, "holders": array(ANY)}, ["index", "op", "name"]))})},
+        request=body(obj({"operations": {**array(LOCK_OP), "maxItems": locks.MAX_OPS}}, ["operations"]))),
     ("GET", "/api/v1/analytics/system-metrics"): op(
         "per-process CPU, memory, database pool and event loop, a point a minute",
         {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
@@ -491,7 +517,9 @@ def _components() -> dict:
     for field in ("error",):
         schemas["Ack"]["properties"][field]["anyOf"][0]["maxLength"] = ack.MAX_ERROR_LENGTH
     operations = schemas["TransactionBody"]["properties"]["operations"]
-    operations.update(minItems=1, maxItems=transaction.MAX_OPERATIONS)
+    operations.update(maxItems=transaction.MAX_OPERATIONS)
+    schemas["TransactionBody"]["properties"]["kv"] = {"anyOf": [{**array(KV_OP), "maxItems": kv.MAX_OPS[True]},
+                                                                 {"type": "null"}]}
     schemas["Operation"]["properties"]["type"] = {"type": "string", "enum": ["ack", "push"]}
     schemas["ConfigureBody"]["properties"]["mode"] = {"type": "string", "enum": ["merge", "replace"],
                                                       "default": "merge"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 
 # (status, body) answers JSON; (status, body, content type) anything else; a fourth item adds
@@ -13,7 +14,10 @@ JSON = "application/json"
 
 
 def json(status: int, value: Any) -> Response:
-    return status, orjson.dumps(value)
+    try:
+        return status, orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an integer past 64 bits (a stored key/value): msgspec writes it exactly
+        return status, msgspec.json.encode(value)
 
 
 def error(status: int, message: str, **extra: Any) -> Response:

@@ -103,7 +103,7 @@ class Meter:
         for result in results:
             if result["type"] == "push":
                 self.push_messages += 1
-            else:
+            elif result["type"] == "ack":
                 self.ack_messages += 1
                 self.dead_lettered += bool(result.get("dlq"))
 

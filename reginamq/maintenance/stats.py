@@ -5,7 +5,8 @@ time) each broker process asks for the ``stats`` lease (a row of its own in
 ``rq_leader_leases``, independent of retention); the holder runs one refresh
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
 bounded purge steps: tombstones of deleted messages no pop can reach any more, the processes'
-metrics rows older than a week (process_metrics.py), and traces older than
+metrics rows older than a week (process_metrics.py), key/value rows past their expiry
+(engine/kv.py; readers already treat them as absent), and traces older than
 ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
 
 Each round also gives the tables pushes and pops plan against their first planner
@@ -26,7 +27,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from reginamq.engine import stats
+from reginamq.engine import kv, stats
 from reginamq.maintenance import leader, process_metrics
 
 STEP_ROWS = 10_000
@@ -60,11 +61,12 @@ class StatsLoop(leader.ElectedLoop):
         analysed = await self._run(lambda conn: conn.fetchval(ANALYZE_NEW_SQL, NEW_TABLE_ROWS))
         full = full_pass_due(*await self._run(stats.last_full_pass))
         totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0,
-                  "processMetrics": 0, "analysed": analysed}
+                  "processMetrics": 0, "expiredKeys": 0, "analysed": analysed}
         days = trace_retention_days()
         steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ()),
                  ("processMetrics", process_metrics.PURGE_SQL,
-                  (datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS),))]
+                  (datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS),)),
+                 ("expiredKeys", kv.PURGE_SQL, ())]
         if days > 0:
             steps.append(("traces", "SELECT rq_traces_purge_step($2, $1)",
                           (datetime.now(UTC) - timedelta(days=days),)))

@@ -111,11 +111,12 @@ async def test_too_many_items_is_a_413_before_they_are_read(http, db):
     assert await queue_count(db, queue) == 0
 
 
-async def test_a_transaction_body_with_kv_riders_is_refused_not_ignored(http, db):
+@pytest.mark.parametrize(("rider", "code"), [("kv", "kv_bad_namespace"), ("timers", None)])
+async def test_a_transaction_whose_rider_cannot_run_is_refused_not_ignored(http, db, rider, code):
     queue = unique("bin")
     response = await http.post("/api/v1/transaction", json={
         "operations": [{"type": "push", "items": [{"queue": queue, "payload": 1}]}],
-        "kv": [{"op": "get", "key": "k"}]})
+        rider: [{"op": "get", "key": "k"}]})
     assert response.status_code == 400, response.text
-    assert "kv" in response.json()["error"]
+    assert response.json()["error"] == code if code else rider in response.json()["error"]
     assert await queue_count(db, queue) == 0
