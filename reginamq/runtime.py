@@ -28,6 +28,7 @@ from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.process_metrics import Meter, ProcessMetrics
 from reginamq.maintenance.retention import RetentionLoop
 from reginamq.maintenance.stats import StatsLoop
+from reginamq.maintenance.timer_fire import TimerFire
 from reginamq.store.database import create_pool
 
 log = logging.getLogger("reginamq.broker")
@@ -66,6 +67,7 @@ class Broker:
         self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
         self.meter = Meter()
         self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
+        self.timer_fire = TimerFire(self.run, self.sealer)
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""
@@ -92,8 +94,10 @@ class Broker:
         self.retention.start()
         self.stats_loop.start()
         self.process_metrics.start()
+        self.timer_fire.start()
 
     async def stop(self) -> None:
+        await self.timer_fire.stop()
         await self.retention.stop()
         await self.stats_loop.stop()
         await self.process_metrics.stop()

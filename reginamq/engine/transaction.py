@@ -9,8 +9,9 @@ item (a push operation of three items answers three results), in request order, 
 ``index`` counts acks and pushed items alike; the client's ``failedIndex`` arithmetic and
 its binary transaction body (push_binary.py) both count that way.
 
-The ``kv`` rider (Queen 2.x, engine/kv.py) runs first in the same database transaction, and its
-results follow the operations' in the flat space (``opIndex`` is the op's place in ``kv``). A
+The ``kv`` rider (Queen 2.x, engine/kv.py) runs first in the same database transaction, then the
+``timers`` rider (engine/timers.py), and their results follow the operations' in the flat space,
+kv's then the timers' (``opIndex`` is the op's place in its rider). A
 ``required`` op that lost its precondition rolls the bundle back and answers
 ``reason: "kv_precondition"`` with ``failedIndex`` in the flat space: the client returns that
 verdict instead of raising, since it is what every redelivery meeting its own marker gets.
@@ -23,7 +24,7 @@ import uuid
 import msgspec
 
 from reginamq.engine import ack as acks
-from reginamq.engine import kv
+from reginamq.engine import kv, timers
 from reginamq.engine import push as pushes
 from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_uuid
@@ -58,9 +59,7 @@ class TransactionBody(msgspec.Struct):
     operations: list[Operation]
     requiredLeases: list[str] | None = None
     kv: list[msgspec.Raw] | None = None
-    # Queen 2.x timers are not served here, so refused rather than ignored: a bundle
-    # committed without its timer would be a silent wrong answer.
-    timers: list | None = None
+    timers: list[msgspec.Raw] | None = None
 
 
 class Rollback(Exception):
@@ -74,9 +73,7 @@ def prepare(body: TransactionBody, producer_sub: str | None = None,
             pushed: tuple[list[pushes.PushItem], list[str | None] | None] | None = None):
     """Validate the bundle; ``pushed`` are items (and their client-minted ids) that came beside
     the JSON operations (the binary transaction body), pushed after them."""
-    if body.timers:
-        raise BadRequest("timers operations are not supported by this broker")
-    if not body.operations and not (pushed and pushed[0]) and not body.kv:
+    if not body.operations and not (pushed and pushed[0]) and not body.kv and not body.timers:
         raise BadRequest("a transaction needs at least one operation")
     if len(body.operations) > MAX_OPERATIONS:
         raise BadRequest(f"a transaction carries at most {MAX_OPERATIONS} operations", status=413)
@@ -106,16 +103,17 @@ def prepare(body: TransactionBody, producer_sub: str | None = None,
         items.extend(side_items)
     leases = sorted({check_uuid("requiredLeases[]", lease) for lease in body.requiredLeases or []})
     return (acks.prepare(ack_list), pushes.prepare(items, producer_sub, message_ids), layout, leases,
-            kv.prepare(body.kv or [], in_transaction=True))
+            kv.prepare(body.kv or [], in_transaction=True), timers.prepare(body.timers or [], in_transaction=True))
 
 
 async def execute(conn, prepared, sealer: Sealer) -> dict:
-    ack_batch, push_batch, layout, leases, kv_ops = prepared
+    ack_batch, push_batch, layout, leases, kv_ops, timer_ops = prepared
     transaction_id = str(uuid.uuid4())
     flat_base = sum(count for _kind, _first, count in layout)  # where the kv results start
     try:
         async with conn.transaction():
             kv_results = await kv.apply(conn, kv_ops)
+            timer_results = await timers.apply(conn, timer_ops)
             if leases:
                 live = await conn.fetchval(LIVE_LEASES_SQL, leases)
                 if live != len(leases):
@@ -152,8 +150,10 @@ async def execute(conn, prepared, sealer: Sealer) -> dict:
                             "transactionId": pushed["transaction_id"], "messageId": pushed["message_id"],
                             "partitionId": partition_ids[item], "queueName": pushed["queueName"],
                             "status": pushed["status"]})
-    results.extend({**result, "index": flat_base + position, "opIndex": position, "type": "kv"}
-                   for position, result in enumerate(kv_results))
+    for kind, rider in (("kv", kv_results), ("timer", timer_results)):
+        base = len(results)
+        results.extend({**result, "index": base + position, "opIndex": position, "type": kind}
+                       for position, result in enumerate(rider))
     return {"transactionId": transaction_id, "success": True, "results": results}
 
 

@@ -130,7 +130,7 @@ def decode_push(body: bytes, max_bytes: int) -> Decoded:
     flags, reader = _open(body, PUSH_MAGIC, PUSH_FLAGS, "push")
     if flags & FLAG_ZSTD:
         raw_len = reader.u32()
-        reader = _Reader(_inflate(bytes(reader.take(len(body) - reader.at)), raw_len, max_bytes), reader.what)
+        reader = _Reader(inflate(bytes(reader.take(len(body) - reader.at)), raw_len, max_bytes), reader.what)
     decoded = Decoded([], [] if flags & FLAG_FRAMES else None, bool(flags & FLAG_COUNTS))
     _read_groups(reader, decoded, flags, max_bytes)
     reader.done()
@@ -184,7 +184,7 @@ def _read_frames(reader: _Reader, queue: str, partition: str, count: int, decode
                  budget: int) -> int:
     """One group's zstd frame of ``count`` stored-message frames (flag 8), inflated within
     ``budget`` bytes; returns how many it took."""
-    frames = _Reader(_inflate(bytes(reader.take(reader.u32())), None, budget),
+    frames = _Reader(inflate(bytes(reader.take(reader.u32())), None, budget),
                      f"binary push body: the frames of {queue}/{partition}")
     for _ in range(count):
         length = frames.u32()
@@ -213,7 +213,7 @@ def _append(decoded: Decoded, queue: str, partition: str, txid: str, payload: by
                                   transactionId=txid or None))
 
 
-def _inflate(frame: bytes, size: int | None, limit: int) -> bytes:
+def inflate(frame: bytes, size: int | None, limit: int) -> bytes:
     """One zstd frame of ``size`` bytes if given, refused (413) before inflating when it
     declares more than ``limit``."""
     declared = _frame_size(frame)

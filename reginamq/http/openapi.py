@@ -20,7 +20,20 @@ import msgspec
 import orjson
 
 from reginamq import __version__
-from reginamq.engine import ack, browse, kv, locks, options, push, queues, reads, streams, traces, transaction
+from reginamq.engine import (
+    ack,
+    browse,
+    kv,
+    locks,
+    options,
+    push,
+    queues,
+    reads,
+    streams,
+    timers,
+    traces,
+    transaction,
+)
 from reginamq.engine.names import MAX_NAME_LENGTH
 from reginamq.http import binary_push, console, responses
 from reginamq.security.roles import PUBLIC
@@ -116,6 +129,18 @@ LOCK_OP = obj({"op": {"type": "string", "enum": list(locks.SQL)}, "name": STRING
                "ttlSeconds": int_range(1, locks.MAX_TTL_SECONDS), "owner": STRING,
                "limit": int_range(1, locks.MAX_LIMIT), "token": int_range(1, kv.INT64),
                "slot": int_range(0, locks.MAX_LIMIT - 1)}, ["op", "name"])
+TIMER_OP = obj({"op": {"type": "string", "enum": list(timers.OPS)}, "queue": SEGMENT, "timerKey": NAME,
+                "payload": {"type": "string", "contentEncoding": "base64"}, "payloadZstd": BOOLEAN,
+                "delayMs": int_range(-timers.MAX_DELAY_MS, timers.MAX_DELAY_MS), "txn": NAME, "partition": NAME},
+               ["op", "queue", "timerKey"])
+TIMER_RESULT = obj({"index": INTEGER, "op": STRING, "queue": STRING, "timerKey": STRING, "ok": BOOLEAN,
+                    "status": {"type": "string", "enum": ["scheduled", "rescheduled", "cancelled", "absent",
+                                                          "too_late"]},
+                    "txn": NULLABLE_STRING, "messageId": STRING, "deliverAt": STAMP, "partition": STRING},
+                   ["index", "op", "queue", "timerKey", "ok", "status"])
+TIMER_ROW = obj({"queue": STRING, "timerKey": STRING, "partition": STRING, "txn": STRING, "messageId": STRING,
+                 "deliverAt": STAMP, "attempts": INTEGER, "lastError": NULLABLE_STRING, "createdAt": STAMP,
+                 "updatedAt": STAMP})
 # the binary push body's flag 2 (http/binary_push.py)
 PUSH_COUNTS = obj({"count": INTEGER, "queued": INTEGER, "duplicate": INTEGER, "error": INTEGER, "buffered": INTEGER},
                   ["count", "queued", "duplicate", "error"])
@@ -132,15 +157,21 @@ ACK_RESULT = obj({"index": INTEGER, "transactionId": STRING, "success": BOOLEAN,
 EXTEND = obj({"leaseId": STRING, "success": BOOLEAN, "renewed": {"type": ["integer", "boolean"]},
               "newExpiresAt": STAMP, "expiresAt": STAMP, "lease_expires_at": STAMP},
              ["leaseId", "success", "renewed"])
-# one per ack and one per pushed item, in request order (engine/transaction.py)
-TRANSACTION_RESULT = obj({"index": INTEGER, "type": {"type": "string", "enum": ["ack", "push"]}, "success": BOOLEAN,
-                          "transactionId": STRING, "error": NULLABLE_STRING, "leaseReleased": BOOLEAN,
-                          "dlq": BOOLEAN, "messageId": STRING, "partitionId": STRING, "queueName": STRING,
-                          "status": STRING},
-                         ["index", "type", "success", "transactionId"])
+# one per ack and one per pushed item, in request order, then one per op of the kv and timers
+# riders (engine/transaction.py)
+TRANSACTION_RESULT = {"anyOf": [
+    obj({"index": INTEGER, "type": {"type": "string", "enum": ["ack", "push"]}, "success": BOOLEAN,
+         "transactionId": STRING, "error": NULLABLE_STRING, "leaseReleased": BOOLEAN, "dlq": BOOLEAN,
+         "messageId": STRING, "partitionId": STRING, "queueName": STRING, "status": STRING},
+        ["index", "type", "success", "transactionId"]),
+    {**KV_RESULT, "properties": {**KV_RESULT["properties"], "type": {"const": "kv"}, "opIndex": INTEGER},
+     "required": ["index", "op", "type", "opIndex"]},
+    {**TIMER_RESULT, "properties": {**TIMER_RESULT["properties"], "type": {"const": "timer"}, "opIndex": INTEGER},
+     "required": ["index", "op", "type", "opIndex", "ok", "status"]}]}
 TRANSACTION = obj({"transactionId": STRING, "success": BOOLEAN, "results": array(TRANSACTION_RESULT),
                    "pushed": INTEGER, "duplicate": INTEGER, "acked": INTEGER,  # binary body, flag 2
-                   "reason": {"type": "string", "enum": ["lease_expired", "ack_rejected", "duplicate"]},
+                   "reason": {"type": "string", "enum": ["lease_expired", "ack_rejected", "duplicate", "queue_full",
+                                                         "kv_precondition"]},
                    "error": STRING}, ["transactionId", "success", "results"])
 OPTIONS_OUT = {"type": "object"}
 CONFIGURED = obj({"configured": BOOLEAN, "queueId": STRING, "queue": STRING, "namespace": NULLABLE_STRING,
@@ -467,6 +498,22 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                          "slot": INTEGER, "token": INTEGER, "owner": STRING, "guard": KV_OP,
                                          "reason": STRING, "holders": array(ANY)}, ["index", "op", "name"]))})},
         request=body(obj({"operations": {**array(LOCK_OP), "maxItems": locks.MAX_OPS}}, ["operations"]))),
+    ("POST", "/api/v1/timers"): op(
+        "schedule, reschedule or cancel timers (messages pushed when due), in one transaction",
+        {200: obj({"results": array(TIMER_RESULT)})},
+        request=body(obj({"operations": {**array(TIMER_OP), "maxItems": timers.MAX_OPS[False]}}, ["operations"]))),
+    ("GET", "/api/v1/timers/{queue}"): op(
+        "a page of a queue's pending timers, in key order",
+        {200: obj({"queue": STRING, "rows": array(TIMER_ROW), "truncated": BOOLEAN, "nextAfter": NULLABLE_STRING})},
+        parameters=[QUEUE_PATH, query("after", NAME, "exclusive cursor: the last timerKey of the page before"),
+                    query("limit", INTEGER, "clamped to 1-1,000 (default 100)")]),
+    ("GET", "/api/v1/timers/{queue}/{timerKey*}"): op(
+        "one pending timer, its payload in base64",
+        {200: obj({"found": BOOLEAN, "queue": STRING, "timerKey": STRING}, ["found", "queue", "timerKey"])},
+        parameters=[QUEUE_PATH, path("timerKey", SEGMENT, GREEDY)]),
+    ("DELETE", "/api/v1/timers/{queue}/{timerKey*}"): op(
+        "cancel one pending timer (absent: not pending, perhaps delivered)",
+        {200: TIMER_RESULT}, parameters=[QUEUE_PATH, path("timerKey", SEGMENT, GREEDY), query("txn", NAME)]),
     ("GET", "/api/v1/analytics/system-metrics"): op(
         "per-process CPU, memory, database pool and event loop, a point a minute",
         {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
@@ -520,6 +567,8 @@ def _components() -> dict:
     operations.update(maxItems=transaction.MAX_OPERATIONS)
     schemas["TransactionBody"]["properties"]["kv"] = {"anyOf": [{**array(KV_OP), "maxItems": kv.MAX_OPS[True]},
                                                                  {"type": "null"}]}
+    schemas["TransactionBody"]["properties"]["timers"] = {
+        "anyOf": [{**array(TIMER_OP), "maxItems": timers.MAX_OPS[True]}, {"type": "null"}]}
     schemas["Operation"]["properties"]["type"] = {"type": "string", "enum": ["ack", "push"]}
     schemas["ConfigureBody"]["properties"]["mode"] = {"type": "string", "enum": ["merge", "replace"],
                                                       "default": "merge"}

@@ -28,6 +28,7 @@ from reginamq.http import (
     stats,
     status,
     streams,
+    timers,
     traces,
 )
 from reginamq.http.request import Request
@@ -79,6 +80,7 @@ ROUTES: list[Route] = table(
     *streams.ROUTES,
     *kv.ROUTES,
     *locks.ROUTES,
+    *timers.ROUTES,
     *traces.ROUTES,
     *stats.ROUTES,
     *console.ROUTES,

@@ -126,3 +126,13 @@ async def queue_count(db, name: str) -> int:
 async def dlq_count(db, name: str) -> int:
     return await db.fetchval(
         "SELECT count(*) FROM rq_dlq d JOIN rq_queues q ON q.id = d.queue_id WHERE q.name = $1", name)
+
+
+async def post_operations(http: httpx.AsyncClient, path: str, ops: list[Any]) -> list[dict]:
+    """POST ``{"operations": ops}`` to a batch route (kv, locks, timers): the 200 answer's
+    results, checked to be one per op, in order."""
+    response = await http.post(path, json={"operations": ops})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [result["index"] for result in body.get("results", [])] == list(range(len(ops))), body
+    return body["results"]

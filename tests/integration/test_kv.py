@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.conftest import eventually
-from tests.integration.helpers import pop
+from tests.integration.helpers import pop, post_operations
 
 
 @pytest.fixture
@@ -22,12 +22,7 @@ def ns() -> str:
 
 
 async def kv(http, *ops) -> list[dict]:
-    response = await http.post("/api/v1/kv", json={"operations": list(ops)})
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert "results" in body and body.get("ok") is not False, body
-    assert [r["index"] for r in body["results"]] == list(range(len(ops)))
-    return body["results"]
+    return await post_operations(http, "/api/v1/kv", list(ops))
 
 
 async def one(http, op: dict) -> dict:

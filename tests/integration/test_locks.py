@@ -8,22 +8,16 @@ import uuid
 
 import pytest
 
+from tests.integration.helpers import post_operations
+
 
 @pytest.fixture
 def name() -> str:
     return f"lock-{uuid.uuid4().hex[:10]}"
 
 
-async def locks(http, *ops) -> list[dict]:
-    response = await http.post("/api/v1/locks", json={"operations": list(ops)})
-    assert response.status_code == 200, response.text
-    results = response.json()["results"]
-    assert [r["index"] for r in results] == list(range(len(ops)))
-    return results
-
-
 async def one(http, op: dict) -> dict:
-    return (await locks(http, op))[0]
+    return (await post_operations(http, "/api/v1/locks", [op]))[0]
 
 
 def acquire(name, owner, ttl=30, **extra) -> dict:
