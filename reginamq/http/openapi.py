@@ -125,6 +125,12 @@ KV_RESULT = obj({"index": INTEGER, "op": STRING, "key": STRING, "applied": BOOLE
                  "reason": STRING, "value": ANY, "version": INTEGER, "expiresAt": NULLABLE_STAMP,
                  "updatedAt": STAMP, "rows": array(ANY), "missing": array(STRING), "truncated": BOOLEAN,
                  "nextAfter": NULLABLE_STRING}, ["index", "op"])
+KV_PATH = [path("ns", KV_OP["properties"]["ns"]), path("key", SEGMENT, GREEDY)]
+# a required op that lost its precondition: the call rolled back
+KV_LOST = obj({"ok": {"const": False}, "success": {"const": False}, "reason": {"const": "kv_precondition"},
+               "error": STRING, "failedIndex": INTEGER, "kvReason": STRING, "version": INTEGER, "value": ANY,
+               "results": array(ANY)}, ["ok", "reason", "failedIndex", "kvReason"])
+KV_ONE = {"anyOf": [KV_RESULT, KV_LOST]}
 LOCK_OP = obj({"op": {"type": "string", "enum": list(locks.SQL)}, "name": STRING,
                "ttlSeconds": int_range(1, locks.MAX_TTL_SECONDS), "owner": STRING,
                "limit": int_range(1, locks.MAX_LIMIT), "token": int_range(1, kv.INT64),
@@ -488,9 +494,20 @@ OPERATIONS: dict[tuple[str, str], dict] = {
         request=body(ref("Cycle"))),
     ("POST", "/api/v1/kv"): op(
         "key/value operations, applied in one transaction (a lost precondition is a verdict)",
-        {200: obj({"results": array(KV_RESULT), "ok": BOOLEAN, "reason": STRING, "failedIndex": INTEGER,
-                   "kvReason": STRING, "version": INTEGER, "value": ANY}, ["results"])},
+        {200: {"anyOf": [obj({"results": array(KV_RESULT)}), KV_LOST]}},
         request=body(obj({"operations": {**array(KV_OP), "maxItems": kv.MAX_OPS[False]}}, ["operations"]))),
+    ("GET", "/api/v1/kv/{ns}/{key*}"): op(
+        "one key (ETag: its version, when found); no query string",
+        {200: KV_RESULT}, parameters=KV_PATH),
+    ("PUT", "/api/v1/kv/{ns}/{key*}"): op(
+        "put one key: value, ttlSeconds or forever, expect?, required?",
+        {200: KV_ONE}, parameters=KV_PATH,
+        request=body(obj({"value": ANY, "ttlSeconds": KV_OP["properties"]["ttlSeconds"], "forever": {"const": True},
+                          "expect": KV_OP["properties"]["expect"], "required": BOOLEAN}, ["value"]))),
+    ("DELETE", "/api/v1/kv/{ns}/{key*}"): op(
+        "delete one key; optional body {expect?, required?}",
+        {200: KV_ONE}, parameters=KV_PATH,
+        request=body(obj({"expect": KV_OP["properties"]["expect"], "required": BOOLEAN}, []), required=False)),
     ("POST", "/api/v1/locks"): op(
         "acquire, renew, release or look at locks and semaphore permits (each op a verdict)",
         {200: obj({"results": array(obj({"index": INTEGER, "op": STRING, "name": STRING, "acquired": BOOLEAN,

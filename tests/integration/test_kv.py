@@ -280,3 +280,36 @@ async def test_call_wide_limits_are_400s(http, ns):
     assert (await one(http, {"op": "get", "ns": ns, "key": "t"}))["found"] is False
     not_a_list = await http.post("/api/v1/kv", json={"operations": {"op": "get"}})
     assert not_a_list.status_code == 400
+
+
+async def test_the_path_routes_read_write_and_delete_one_key_with_slashes(http, ns):
+    missing = await http.get(f"/api/v1/kv/{ns}/order/9f1/items")
+    assert missing.status_code == 200 and missing.json()["found"] is False and "etag" not in missing.headers
+    put_answer = await http.put(f"/api/v1/kv/{ns}/order/9f1/items", json={"value": [1, 2], "ttlSeconds": 60})
+    assert put_answer.status_code == 200 and put_answer.json()["applied"] is True
+    version = put_answer.json()["version"]
+    got = await http.get(f"/api/v1/kv/{ns}/order/9f1/items")
+    assert got.json()["value"] == [1, 2] and got.headers["etag"] == f'"{version}"'
+    # the same row as the batch route's
+    assert (await one(http, {"op": "get", "ns": ns, "key": "order/9f1/items"}))["version"] == version
+    fenced = await http.put(f"/api/v1/kv/{ns}/order/9f1/items", json={"value": 3, "forever": True,
+                                                                      "expect": version + 1})
+    assert fenced.json()["applied"] is False and fenced.json()["reason"] == "version"
+    lost = await http.request("DELETE", f"/api/v1/kv/{ns}/order/9f1/items",
+                              json={"expect": version + 1, "required": True})
+    assert lost.status_code == 200 and lost.json()["reason"] == "kv_precondition"
+    deleted = await http.delete(f"/api/v1/kv/{ns}/order/9f1/items")
+    assert deleted.json()["applied"] is True and deleted.json()["value"] == [1, 2]
+
+
+@pytest.mark.parametrize(("method", "url", "body", "code"), [
+    ("GET", "/api/v1/kv/{ns}/k?prefix=a", None, "kv_no_query_string"),
+    ("PUT", "/api/v1/kv/{ns}/k", {"value": 1, "forever": True, "key": "other"}, "kv_field_in_path"),
+    ("PUT", "/api/v1/kv/{ns}/k", {"value": 1}, "kv_expiry_not_specified"),
+    ("PUT", "/api/v1/kv/Bad/k", {"value": 1, "forever": True}, "kv_bad_namespace"),
+    ("DELETE", "/api/v1/kv/{ns}/k", {"ns": "x"}, "kv_field_in_path"),
+])
+async def test_the_path_routes_refuse_what_the_url_already_says(http, ns, method, url, body, code):
+    response = await http.request(method, url.format(ns=ns), json=body)
+    assert response.status_code == 400 and response.json()["error"] == code, response.text
+    assert (await one(http, {"op": "get", "ns": ns, "key": "k"}))["found"] is False
