@@ -33,6 +33,14 @@ CHANNEL = "rq_push"
 CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
 SYNC_CHANNEL = "rq_sync"
+# An ephemeral queue was pushed to or had a message put back (engine/ephemeral.py): its
+# waiting pops, parked under the queue's name behind a control character, look again.
+EPHEMERAL_CHANNEL = "rq_ephemeral"
+
+
+def ephemeral_key(queue: str) -> str:
+    """What a waiting ephemeral pop parks under: no durable queue name holds a control character."""
+    return "\x1f" + queue
 SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
 # PostgreSQL serialises every committing transaction that notifies (one lock per database, held
 # until the commit is done), so a notification committed with a flush to disk makes the next
@@ -178,6 +186,7 @@ class Waiters:
                 await self._listener.add_listener(CHANNEL, self._on_notify)
                 await self._listener.add_listener(CONFIG_CHANNEL, self._on_config)
                 await self._listener.add_listener(SYNC_CHANNEL, self._on_sync)
+                await self._listener.add_listener(EPHEMERAL_CHANNEL, self._on_ephemeral)
                 self._listening = True
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
@@ -201,6 +210,9 @@ class Waiters:
             else:
                 self._hot.changed(queue)
         self.wake(queue)
+
+    def _on_ephemeral(self, _conn, _pid, _channel, queue: str) -> None:
+        self.wake(ephemeral_key(queue))
 
     def _on_config(self, _conn, _pid, _channel, _queue: str) -> None:
         self._on_config_change()

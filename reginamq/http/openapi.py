@@ -23,6 +23,7 @@ from reginamq import __version__
 from reginamq.engine import (
     ack,
     browse,
+    ephemeral,
     kv,
     locks,
     options,
@@ -147,6 +148,13 @@ TIMER_RESULT = obj({"index": INTEGER, "op": STRING, "queue": STRING, "timerKey":
 TIMER_ROW = obj({"queue": STRING, "timerKey": STRING, "partition": STRING, "txn": STRING, "messageId": STRING,
                  "deliverAt": STAMP, "attempts": INTEGER, "lastError": NULLABLE_STRING, "createdAt": STAMP,
                  "updatedAt": STAMP})
+EPH_ERROR = obj({"error": STRING, "code": STRING})
+EPH_OPTIONS = obj({"maxBytes": int_range(0, ephemeral.MAX_OPTION), "maxLength": int_range(0, ephemeral.MAX_OPTION),
+                   "policy": {"type": "string", "enum": list(ephemeral.POLICIES)},
+                   "ttlSeconds": int_range(0, ephemeral.MAX_OPTION), "leaseSeconds": int_range(0, ephemeral.MAX_OPTION),
+                   "retryLimit": int_range(0, ephemeral.MAX_OPTION),
+                   "windowBuffer": obj({"ms": int_range(0, ephemeral.MAX_OPTION),
+                                        "count": int_range(0, ephemeral.MAX_OPTION)}, [])}, [])
 # the binary push body's flag 2 (http/binary_push.py)
 PUSH_COUNTS = obj({"count": INTEGER, "queued": INTEGER, "duplicate": INTEGER, "error": INTEGER, "buffered": INTEGER},
                   ["count", "queued", "duplicate", "error"])
@@ -531,6 +539,45 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("DELETE", "/api/v1/timers/{queue}/{timerKey*}"): op(
         "cancel one pending timer (absent: not pending, perhaps delivered)",
         {200: TIMER_RESULT}, parameters=[QUEUE_PATH, path("timerKey", SEGMENT, GREEDY), query("txn", NAME)]),
+    ("POST", "/api/v1/ephemeral/push"): op(
+        "push to an ephemeral queue (one partition, all or nothing)",
+        {201: obj({"pushed": INTEGER}), 429: EPH_ERROR},
+        request=body(obj({"queue": NAME, "partition": NAME, "messages": {
+            **array(obj({"payload": ANY})), "maxItems": ephemeral.MAX_ITEMS}}, ["queue", "messages"]))),
+    ("GET", "/api/v1/ephemeral/pop"): op(
+        "messages of an ephemeral queue for a consumer group (an empty list when none came)",
+        {200: obj({"queue": STRING, "messages": array(obj({"id": STRING, "partition": STRING, "attempts": INTEGER,
+                                                            "payload": ANY}))})},
+        parameters=[query("queue", NAME, required=True), query("partition", NAME), query("group", NAME),
+                    query("batch", int_range(1, ephemeral.MAX_BATCH, 1)), query("wait", QUERY_BOOL),
+                    query("timeout", int_range(0, ephemeral.MAX_TIMEOUT_MS, 30_000)), query("autoAck", QUERY_BOOL)]),
+    ("POST", "/api/v1/ephemeral/ack"): op(
+        "acknowledge ephemeral messages by id: acked, redelivered, stale or unknown",
+        {200: obj({"results": array(obj({"id": STRING, "outcome": {
+            "type": "string", "enum": ["acked", "redelivered", "stale", "unknown"]}}))})},
+        request=body(obj({"queue": NAME, "group": NAME, "acks": {**array(obj({
+            "id": STRING, "status": STRING, "error": NULLABLE_STRING}, ["id"])), "maxItems": ephemeral.MAX_ITEMS}},
+            ["queue", "acks"]))),
+    ("POST", "/api/v1/ephemeral/configure"): op(
+        "declare an ephemeral queue and its bounds (durable; the contents are not)",
+        {201: obj({"configured": BOOLEAN, "queue": STRING, "tier": STRING, "options": {"type": "object"}})},
+        request=body(obj({"queue": NAME, "options": {"anyOf": [EPH_OPTIONS, {"type": "null"}]}}, ["queue"]))),
+    ("POST", "/api/v1/ephemeral/reset"): op(
+        "drop an ephemeral queue's messages, leases and cursors",
+        {200: obj({"queue": STRING, "dropped": INTEGER})}, request=body(obj({"queue": NAME}))),
+    ("DELETE", "/api/v1/ephemeral/queue/{queue}"): op(
+        "delete an ephemeral queue: contents, cursors and declaration",
+        {200: obj({"queue": STRING, "deleted": BOOLEAN, "declared": BOOLEAN})}, parameters=[QUEUE_PATH]),
+    ("GET", "/api/v1/ephemeral/queues"): op(
+        "every ephemeral queue with its figures",
+        {200: obj({"queues": array({"type": "object"}), "count": INTEGER, "cellBytes": INTEGER})}),
+    ("GET", "/api/v1/ephemeral/queues/{queue}/depth"): op(
+        "an ephemeral queue's figures, by partition and group",
+        {200: obj({"queue": STRING, "group": NULLABLE_STRING, "tier": STRING, "pending": INTEGER,
+                   "partitionsPending": INTEGER, "bytes": INTEGER, "partitions": array({"type": "object"}),
+                   "groups": array({"type": "object"})}),
+         404: EPH_ERROR},
+        parameters=[QUEUE_PATH, query("group", NAME)]),
     ("GET", "/api/v1/analytics/system-metrics"): op(
         "per-process CPU, memory, database pool and event loop, a point a minute",
         {200: obj({"timeRange": TIME_RANGE, "replicaCount": INTEGER, "replicas": array(obj({
