@@ -25,7 +25,9 @@ async def state(broker: Broker, request: Request) -> responses.Response:
 async def cycle(broker: Broker, request: Request) -> responses.Response:
     """200 either way: ``success:false`` with the reason when the cycle was rolled back."""
     prepared = streams.prepare(request.json(streams.Cycle), request.subject)
-    return responses.json(200, await broker.run(lambda conn: streams.cycle(conn, prepared, broker.sealer)))
+    answer = await broker.run(lambda conn: streams.cycle(conn, prepared, broker.sealer))
+    broker.meter.cycled(answer)
+    return responses.json(200, answer)
 
 
 ROUTES: list = [

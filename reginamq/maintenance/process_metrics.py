@@ -98,6 +98,15 @@ class Meter:
             elif answer.get("dlq"):
                 self.dead_lettered += 1
 
+    def cycled(self, answer: dict) -> None:
+        """A committed streaming cycle: its sink pushes and its ack count as messages."""
+        if not answer["success"]:
+            return
+        self.push_messages += len(answer["push_results"])
+        if answer["ack_result"] is not None:
+            self.ack_messages += 1
+            self.dead_lettered += bool(answer["ack_result"]["dlq"])
+
     def transacted(self, results: list[dict]) -> None:
         """A committed transaction's flat results: its pushes and acks count as messages."""
         for result in results:

@@ -21,10 +21,14 @@ def test_the_meter_counts_requests_messages_and_outcomes():
     meter.pushed(100)
     meter.pushed(1)
     meter.acked([{"success": True, "dlq": False}, {"success": False, "dlq": False}, {"success": True, "dlq": True}])
-    meter.transacted([{"type": "push"}, {"type": "push"}, {"type": "ack", "dlq": True}])
+    meter.transacted([{"type": "push"}, {"type": "push"}, {"type": "ack", "dlq": True}, {"type": "kv"},
+                      {"type": "timer"}])
+    meter.cycled({"success": True, "push_results": [{}, {}], "ack_result": {"dlq": False}})
+    meter.cycled({"success": False, "push_results": [], "ack_result": None})  # rolled back: nothing
+    meter.cycled({"success": True, "push_results": [], "ack_result": None})  # an idle flush
     meter.empty_pop()
-    assert (meter.push_requests, meter.push_messages) == (2, 103)
-    assert (meter.ack_requests, meter.ack_messages, meter.ack_failed, meter.dead_lettered) == (1, 4, 1, 2)
+    assert (meter.push_requests, meter.push_messages) == (2, 105)
+    assert (meter.ack_requests, meter.ack_messages, meter.ack_failed, meter.dead_lettered) == (1, 5, 1, 2)
     assert (meter.pop_requests, meter.pop_messages) == (1, 0)
 
 
