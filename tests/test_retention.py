@@ -428,8 +428,12 @@ async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(
     assert await consume_all(own_http, queue, group="g") == [1, 2]
     assert await consume_all(own_http, queue) == [1, 2]
     old = await partition_row(own_db, queue, "p")
+    query = await own_db.fetchval("SELECT query_id FROM rq_stream_register($1, $2, NULL, 'h', false)",
+                                  f"{queue}-query", queue)
+    await own_db.execute("INSERT INTO rq_stream_state (query_id, partition_id, key, value) VALUES ($1, $2, 'k', '1')",
+                         query, old["id"])
     assert await eventually(lambda: _is(partition_row(own_db, queue, "p"), None), seconds=20) is True
-    for table in ("rq_consumers", "rq_dedup", "rq_segments"):
+    for table in ("rq_consumers", "rq_dedup", "rq_segments", "rq_stream_state"):
         assert await own_db.fetchval(f"SELECT count(*) FROM {table} WHERE partition_id = $1", old["id"]) == 0
     assert (await retention_totals(own_http, queue))["deletedPartitions"] == 1
     await push(own_http, queue, "p", [3])

@@ -126,3 +126,16 @@ async def test_bad_bodies_are_400(http, path, body):
     response = await http.post(path, json=body)
     assert response.status_code == 400, response.text
     assert response.json()["error"]
+
+
+async def test_deleting_the_source_queue_takes_its_partitions_state(http, db, name, queue):
+    query_id = (await register(http, name))["query_id"]
+    await push(http, queue, 1, partition="p")
+    popped = await pop(http, queue, batch=10, consumerGroup="g")
+    answer = await cycle(http, query_id=query_id, partition_id=popped["partitionId"], consumer_group="g",
+                         state_ops=[{"type": "upsert", "key": "k", "value": 1}])
+    assert answer["success"] is True
+    count = "SELECT count(*) FROM rq_stream_state WHERE partition_id = $1"
+    assert await db.fetchval(count, popped["partitionId"]) == 1
+    assert (await http.delete(f"/api/v1/resources/queues/{queue}")).json()["deleted"] is True
+    assert await db.fetchval(count, popped["partitionId"]) == 0

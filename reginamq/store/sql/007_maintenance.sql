@@ -401,6 +401,7 @@ BEGIN
         CONTINUE WHEN v_locked < v_n;
         DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
         DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
+        DELETE FROM rq_stream_state t WHERE t.partition_id = v_part.id;  -- no partition will read it again
         DELETE FROM rq_partitions p WHERE p.id = v_part.id;
         v_idle_qid := v_idle_qid || v_part.queue_id;
     END LOOP;

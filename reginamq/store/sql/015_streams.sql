@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS rq_stream_state (
     updated_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (query_id, partition_id, key)
 );
+-- How a deleted partition's state goes with it (a deleted queue, retention of idle partitions).
+CREATE INDEX IF NOT EXISTS rq_stream_state_partition ON rq_stream_state (partition_id);
 
 -- Register (or find) a query by name. The same config_hash finds it; another one is a conflict
 -- unless p_reset, which wipes the query's state and takes the new hash. Concurrent registrations
