@@ -83,7 +83,7 @@ def _payload(where: str, op: TimerOp) -> str:
     return base64.b64encode(raw).decode()
 
 
-def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> dict:
+def _prepare_op(index: int, raw: msgspec.Raw) -> dict:
     where = f"op at index {index}"
     try:
         fields = msgspec.json.decode(raw, type=dict[str, Any])
@@ -118,7 +118,7 @@ def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> P
     """Validate a call's ops (all before anything runs); they apply in the order given."""
     if len(operations) > MAX_OPS[in_transaction]:
         _refuse("timer_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
-    ops = [_prepare_op(index, raw, in_transaction) for index, raw in enumerate(operations)]
+    ops = [_prepare_op(index, raw) for index, raw in enumerate(operations)]
     return Prepared(msgspec.json.encode(ops), len(ops))
 
 
