@@ -189,6 +189,13 @@ async def test_reset_and_delete_and_the_stale_ids_they_leave(http, eq):
     assert (await http.post(f"{BASE}/reset", json={"queue": eq})).json()["dropped"] == 0
 
 
+async def test_a_pop_names_a_queue_into_being_as_a_push_does(http, eq):
+    assert (await http.get(f"{BASE}/queues/{eq}/depth")).status_code == 404
+    assert await pop(http, eq) == []
+    figures = await depth(http, eq)
+    assert figures["tier"] == "implicit" and figures["pending"] == 0
+
+
 async def test_pushes_and_pops_through_both_worker_processes_see_one_queue(http, eq):
     await asyncio.gather(*(push(http, eq, n) for n in range(40)))
     seen: list[int] = []

@@ -193,6 +193,11 @@ DECLARE
     v_n       int;
     v_dropped int;
 BEGIN
+    -- naming a queue creates it, a pop as much as a push (an implicit queue: depth knows it)
+    IF NOT EXISTS (SELECT 1 FROM rq_eph_rings r WHERE r.queue = p_queue) THEN
+        INSERT INTO rq_eph_rings (queue, partition) VALUES (p_queue, coalesce(p_partition, 'Default'))
+        ON CONFLICT DO NOTHING;
+    END IF;
     FOR v_ring IN
         SELECT r.* FROM rq_eph_rings r
         WHERE r.queue = p_queue AND (p_partition IS NULL OR r.partition = p_partition)
