@@ -50,6 +50,8 @@ ACK_SQL = "SELECT rq_eph_ack($1, $2, $3, $4::uuid[], $5, $6)"
 RESET_SQL = "SELECT rq_eph_reset($1)"
 DEPTH_SQL = "SELECT rq_eph_depth($1, $2, $3::jsonb)"
 LIST_SQL = "SELECT rq_eph_list($1::jsonb)"
+COLLECT_SQL = "SELECT rq_eph_collect_step($1, $2)"
+IDLE_SECONDS = 600  # an empty ring without a push this long is collected
 DECLARE_SQL = ("INSERT INTO rq_eph_declared (queue, options) VALUES ($1, $2::jsonb) ON CONFLICT (queue) DO UPDATE "
                "SET options = EXCLUDED.options, updated_at = now() RETURNING options::text")
 UNDECLARE_SQL = "DELETE FROM rq_eph_declared WHERE queue = $1 RETURNING 1"

@@ -6,7 +6,8 @@ time) each broker process asks for the ``stats`` lease (a row of its own in
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
 bounded purge steps: tombstones of deleted messages no pop can reach any more, the processes'
 metrics rows older than a week (process_metrics.py), key/value rows past their expiry
-(engine/kv.py; readers already treat them as absent), and traces older than
+(engine/kv.py; readers already treat them as absent), ephemeral rings empty and idle for ten
+minutes (engine/ephemeral.py), and traces older than
 ``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
 
 Each round also gives the tables pushes and pops plan against their first planner
@@ -27,7 +28,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from reginamq.engine import kv, stats
+from reginamq.engine import ephemeral, kv, stats
 from reginamq.maintenance import leader, process_metrics
 
 STEP_ROWS = 10_000
@@ -61,12 +62,13 @@ class StatsLoop(leader.ElectedLoop):
         analysed = await self._run(lambda conn: conn.fetchval(ANALYZE_NEW_SQL, NEW_TABLE_ROWS))
         full = full_pass_due(*await self._run(stats.last_full_pass))
         totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0,
-                  "processMetrics": 0, "expiredKeys": 0, "analysed": analysed}
+                  "processMetrics": 0, "expiredKeys": 0, "idleRings": 0, "analysed": analysed}
         days = trace_retention_days()
         steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ()),
                  ("processMetrics", process_metrics.PURGE_SQL,
                   (datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS),)),
-                 ("expiredKeys", kv.PURGE_SQL, ())]
+                 ("expiredKeys", kv.PURGE_SQL, ()),
+                 ("idleRings", ephemeral.COLLECT_SQL, (ephemeral.IDLE_SECONDS,))]
         if days > 0:
             steps.append(("traces", "SELECT rq_traces_purge_step($2, $1)",
                           (datetime.now(UTC) - timedelta(days=days),)))

@@ -196,6 +196,27 @@ async def test_a_pop_names_a_queue_into_being_as_a_push_does(http, eq):
     assert figures["tier"] == "implicit" and figures["pending"] == 0
 
 
+async def test_empty_idle_rings_are_collected_and_a_later_push_starts_anew(http, db, eq):
+    await push(http, eq, "kept", partition="full")
+    await push(http, eq, "leased", partition="leased")
+    await push(http, eq, "done", partition="done")
+    [leased] = await pop(http, eq, partition="leased")
+    assert [m["payload"] for m in await pop(http, eq, partition="done", autoAck="true")] == ["done"]
+    collect = "SELECT rq_eph_collect_step(1000, 0)"
+    await db.fetchval(collect)
+    rings = "SELECT array_agg(partition ORDER BY partition) FROM rq_eph_rings WHERE queue = $1"
+    assert await db.fetchval(rings, eq) == ["full", "leased"]  # holding a message, holding a lease
+    assert await db.fetchval("SELECT count(*) FROM rq_eph_cursors WHERE queue = $1 AND partition = 'done'", eq) == 0
+    await push(http, eq, "again", partition="done")
+    [again] = await pop(http, eq, partition="done")
+    assert again["payload"] == "again" and again["id"].split(":")[1] == "1"  # a new ring, from message 1
+    assert await ack(http, eq, [leased["id"], again["id"]]) == ["acked", "acked"]
+    await pop(http, eq, partition="full", autoAck="true")
+    await db.fetchval(collect)
+    assert await db.fetchval(rings, eq) is None
+    assert (await http.get(f"{BASE}/queues/{eq}/depth")).status_code == 404  # an implicit queue, gone
+
+
 async def test_pushes_and_pops_through_both_worker_processes_see_one_queue(http, eq):
     await asyncio.gather(*(push(http, eq, n) for n in range(40)))
     seen: list[int] = []

@@ -30,6 +30,8 @@ CREATE UNLOGGED TABLE IF NOT EXISTS rq_eph_rings (
     dropped_retry   bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (queue, partition)
 );
+-- the last push: an empty ring idle this long is collected (rq_eph_collect_step)
+ALTER TABLE rq_eph_rings ADD COLUMN IF NOT EXISTS touched_at timestamptz NOT NULL DEFAULT now();
 
 CREATE UNLOGGED TABLE IF NOT EXISTS rq_eph_messages (
     queue      text COLLATE "C" NOT NULL,
@@ -111,8 +113,11 @@ BEGIN
     IF (v_max_n > 0 AND v_n > v_max_n) OR (v_max_b > 0 AND v_b > v_max_b) THEN
         RETURN -1;
     END IF;
-    INSERT INTO rq_eph_rings (queue, partition) VALUES (p_queue, p_partition) ON CONFLICT DO NOTHING;
-    SELECT * INTO v_ring FROM rq_eph_rings r WHERE r.queue = p_queue AND r.partition = p_partition FOR UPDATE;
+    LOOP  -- the ring, created by naming it; collected in between, it is created again
+        INSERT INTO rq_eph_rings (queue, partition) VALUES (p_queue, p_partition) ON CONFLICT DO NOTHING;
+        SELECT * INTO v_ring FROM rq_eph_rings r WHERE r.queue = p_queue AND r.partition = p_partition FOR UPDATE;
+        EXIT WHEN FOUND;
+    END LOOP;
     PERFORM rq_eph_expire(p_queue, p_partition, (v_opts->>'ttlSeconds')::int);
     SELECT * INTO v_ring FROM rq_eph_rings r WHERE r.queue = p_queue AND r.partition = p_partition;
     IF (v_max_n > 0 AND v_ring.length + v_n > v_max_n) OR (v_max_b > 0 AND v_ring.bytes + v_b > v_max_b) THEN
@@ -142,7 +147,8 @@ BEGIN
     INSERT INTO rq_eph_messages (queue, partition, seq, payload, bytes, pushed_at)
     SELECT p_queue, p_partition, v_ring.next_seq + t.n - 1, t.payload, t.size, now()
     FROM unnest(p_payloads, p_sizes) WITH ORDINALITY AS t(payload, size, n);
-    UPDATE rq_eph_rings r SET next_seq = r.next_seq + v_n, length = r.length + v_n, bytes = r.bytes + v_b
+    UPDATE rq_eph_rings r SET next_seq = r.next_seq + v_n, length = r.length + v_n, bytes = r.bytes + v_b,
+                              touched_at = now()
     WHERE r.queue = p_queue AND r.partition = p_partition;
     RETURN v_n;
 END;
@@ -205,6 +211,10 @@ BEGIN
                   WHERE m.queue = r.queue AND m.partition = r.partition) NULLS LAST, r.partition
     LOOP
         EXIT WHEN v_left <= 0;
+        -- held against collection while its cursor is made or moved (a push's update does not wait)
+        SELECT * INTO v_ring FROM rq_eph_rings r WHERE r.queue = p_queue AND r.partition = v_ring.partition
+        FOR KEY SHARE;
+        CONTINUE WHEN NOT FOUND;
         PERFORM rq_eph_expire(p_queue, v_ring.partition, (v_opts->>'ttlSeconds')::int);
         SELECT coalesce(min(m.seq), v_ring.next_seq) INTO v_first FROM rq_eph_messages m
         WHERE m.queue = p_queue AND m.partition = v_ring.partition;
@@ -400,4 +410,24 @@ LANGUAGE sql STABLE AS $$
                       'drops', l.d->'drops', 'options', l.d->'options') ORDER BY l.queue) FROM listed l), '[]'),
         'count', (SELECT count(*) FROM names),
         'cellBytes', (SELECT coalesce(sum(bytes), 0) FROM rq_eph_rings))
+$$;
+
+-- Forget up to p_limit rings that hold nothing, lease nothing and had no push for p_idle_seconds,
+-- with their groups' cursors: an inbox made for one reply does not stay a row forever. A ring
+-- that is named again starts anew (a new epoch, from message 1); a pop or push at work on one
+-- holds it. The stats loop runs it in bounded steps.
+CREATE OR REPLACE FUNCTION rq_eph_collect_step(p_limit int, p_idle_seconds int) RETURNS int
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM rq_eph_rings r WHERE r.ctid IN (
+            SELECT i.ctid FROM rq_eph_rings i
+            WHERE i.length = 0 AND i.touched_at < now() - make_interval(secs => p_idle_seconds)
+              AND NOT EXISTS (SELECT 1 FROM rq_eph_leases l WHERE l.queue = i.queue AND l.partition = i.partition)
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED)
+        RETURNING r.queue, r.partition
+    ), cursors AS (
+        DELETE FROM rq_eph_cursors c USING gone g WHERE c.queue = g.queue AND c.partition = g.partition
+    )
+    SELECT count(*)::int FROM gone
 $$;
