@@ -54,7 +54,7 @@ COLLECT_SQL = "SELECT rq_eph_collect_step($1, $2)"
 IDLE_SECONDS = 600  # an empty ring without a push this long is collected
 DECLARE_SQL = ("INSERT INTO rq_eph_declared (queue, options) VALUES ($1, $2::jsonb) ON CONFLICT (queue) DO UPDATE "
                "SET options = EXCLUDED.options, updated_at = now() RETURNING options::text")
-UNDECLARE_SQL = "DELETE FROM rq_eph_declared WHERE queue = $1 RETURNING 1"
+DELETE_SQL = "SELECT deleted, declared FROM rq_eph_delete($1)"
 
 
 class Message(msgspec.Struct):
@@ -240,11 +240,8 @@ async def reset(conn, queue: str) -> dict:
 
 async def delete(conn, queue: str) -> dict:
     queue = name("queue", queue)
-    async with conn.transaction():
-        depth = await conn.fetchval(DEPTH_SQL, queue, None, DEFAULTS_JSON)
-        await conn.fetchval(RESET_SQL, queue)
-        declared = await conn.fetchval(UNDECLARE_SQL, queue) is not None
-    return {"queue": queue, "deleted": depth is not None, "declared": declared}
+    row = await conn.fetchrow(DELETE_SQL, queue)
+    return {"queue": queue, "deleted": row["deleted"], "declared": row["declared"]}
 
 
 async def depth(conn, queue: str, group: str | None) -> bytes | None:

@@ -1,5 +1,7 @@
 """Errors the engine raises for the HTTP layer to turn into 4xx answers."""
 
+from typing import NoReturn
+
 
 class BadRequest(Exception):
     """The client sent something the protocol does not allow; nothing was changed."""
@@ -10,6 +12,12 @@ class BadRequest(Exception):
         super().__init__(message)
         self.status = status
         self.extra = extra or {}
+
+
+def refuse(code: str, detail: str, status: int = 400) -> NoReturn:
+    """Refuse with a stable code as ``error`` and the prose as ``detail``: Queen 2.x's surfaces
+    (key/value, locks, timers) answer that way, and queen-mq reads the code from ``error``."""
+    raise BadRequest(code, status=status, extra={"detail": detail})
 
 
 class Unavailable(Exception):

@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import refuse
 
 APPLY_SQL = "SELECT rq_kv_apply($1::jsonb, $2)"
 PURGE_SQL = "SELECT rq_kv_purge_step($1)"
@@ -62,9 +62,6 @@ class Prepared(msgspec.Struct):
     count: int
 
 
-def _refuse(code: str, detail: str, status: int = 400):
-    raise BadRequest(code, status=status, extra={"detail": detail})
-
 
 def _scalar(op: dict[str, msgspec.Raw], field: str) -> Any:
     raw = op.get(field)
@@ -84,14 +81,14 @@ def _number(value: Any) -> bool:
 
 def _check_key(where: str, namespace: Any, key: Any, what: str = "key") -> None:
     if not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace):
-        _refuse("kv_bad_namespace", f"{where}: namespace {namespace!r} does not match ^[a-z0-9][a-z0-9._-]{{0,63}}$")
+        refuse("kv_bad_namespace", f"{where}: namespace {namespace!r} does not match ^[a-z0-9][a-z0-9._-]{{0,63}}$")
     if not isinstance(key, str) or not key:
-        _refuse("kv_bad_key", f"{where}: the {what} must be a non-empty string")
+        refuse("kv_bad_key", f"{where}: the {what} must be a non-empty string")
     if "\x00" in key:
-        _refuse("kv_bad_key", f"{where}: the {what} must not contain NUL")
+        refuse("kv_bad_key", f"{where}: the {what} must not contain NUL")
     size = len(key.encode())
     if size > MAX_KEY_BYTES:
-        _refuse("kv_key_too_large", f"{where}: the {what} is {size} bytes, the ceiling is {MAX_KEY_BYTES}")
+        refuse("kv_key_too_large", f"{where}: the {what} is {size} bytes, the ceiling is {MAX_KEY_BYTES}")
 
 
 def _holds_nul(value: Any) -> bool:
@@ -111,28 +108,28 @@ def _expiry(where: str, op: dict[str, msgspec.Raw], normal: dict) -> None:
         declared += 1
         ttl = _scalar(op, "ttlSeconds")
         if not _whole(ttl) or not 0 < ttl <= MAX_TTL_SECONDS:
-            _refuse("kv_bad_ttl", f"{where}: ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
+            refuse("kv_bad_ttl", f"{where}: ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
         normal["ttl"] = int(ttl)
     if "forever" in op and _scalar(op, "forever") is True:
         declared += 1
     if declared != 1:
-        _refuse("kv_expiry_not_specified",
+        refuse("kv_expiry_not_specified",
                 f"{where}: exactly one of ttlSeconds (an integer above 0) and forever:true is required, got {declared}")
 
 
 def _expect(where: str, kind: str, op: dict[str, msgspec.Raw], normal: dict) -> None:
     if kind == "putIfAbsent":
         if "expect" in op and _scalar(op, "expect") != 0:
-            _refuse("kv_bad_expect", f"{where}: putIfAbsent is a put with expect 0; another expect contradicts it")
+            refuse("kv_bad_expect", f"{where}: putIfAbsent is a put with expect 0; another expect contradicts it")
         normal["expect"] = 0
         return
     if "expect" not in op:
         if kind == "check":
-            _refuse("kv_bad_expect", f"{where}: check needs expect (a version, or 0 for a key that must not exist)")
+            refuse("kv_bad_expect", f"{where}: check needs expect (a version, or 0 for a key that must not exist)")
         return
     expect = _scalar(op, "expect")
     if not _whole(expect) or expect < 0:
-        _refuse("kv_bad_expect", f"{where}: expect must be a non-negative integer version (0: must not exist)")
+        refuse("kv_bad_expect", f"{where}: expect must be a non-negative integer version (0: must not exist)")
     normal["expect"] = int(expect)
 
 
@@ -142,29 +139,29 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
     try:
         op = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
     except msgspec.ValidationError:
-        _refuse("kv_bad_request", f"{where} is not an object")
+        refuse("kv_bad_request", f"{where} is not an object")
     kind = _scalar(op, "op")
     if kind not in OPS:
-        _refuse("kv_unknown_op", f"{where}: unknown operation {kind!r} (one of {', '.join(OPS)})")
+        refuse("kv_unknown_op", f"{where}: unknown operation {kind!r} (one of {', '.join(OPS)})")
     if any(field in op for field in TENANT_FIELDS):
-        _refuse("kv_tenant_not_an_input", f"{where} carries a tenant field; a tenant is not part of an op")
+        refuse("kv_tenant_not_an_input", f"{where} carries a tenant field; a tenant is not part of an op")
     namespace = _scalar(op, "ns")
     normal: dict[str, Any] = {"i": index, "shown": kind, "op": "put" if kind == "putIfAbsent" else kind,
                               "ns": namespace}
     if "required" in op:
         required = _scalar(op, "required")
         if not isinstance(required, bool):
-            _refuse("kv_bad_request", f"{where}: required must be a boolean")
+            refuse("kv_bad_request", f"{where}: required must be a boolean")
         if required and kind in WRITES:
             normal["required"] = True
     keys = 1
     if kind == "getPrefix":
         if in_transaction:
-            _refuse("kv_get_prefix_not_allowed_in_transaction",
+            refuse("kv_get_prefix_not_allowed_in_transaction",
                     f"{where}: getPrefix is only available on POST /api/v1/kv")
         prefix = _scalar(op, "prefix")
         if not isinstance(prefix, str) or not prefix:
-            _refuse("kv_prefix_required", f"{where}: getPrefix needs a non-empty prefix")
+            refuse("kv_prefix_required", f"{where}: getPrefix needs a non-empty prefix")
         _check_key(where, namespace, prefix, "prefix")
         normal["prefix"] = prefix
         after = _scalar(op, "after")
@@ -173,7 +170,7 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
             normal["after"] = after
         limit = _scalar(op, "limit")
         if limit is not None and not _whole(limit):
-            _refuse("kv_bad_request", f"{where}: limit must be an integer")
+            refuse("kv_bad_request", f"{where}: limit must be an integer")
         asked = PREFIX_LIMIT_DEFAULT if limit is None else int(limit)
         keys = normal["limit"] = min(max(asked, 1), PREFIX_LIMIT_MAX)  # clamped, never refused
         if _scalar(op, "keysOnly") is True:
@@ -181,7 +178,7 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
     elif kind == "getMany":
         wanted = _scalar(op, "keys")
         if not isinstance(wanted, list):
-            _refuse("kv_bad_request", f"{where}: getMany needs a keys array")
+            refuse("kv_bad_request", f"{where}: getMany needs a keys array")
         for key in wanted:
             _check_key(where, namespace, key)
         normal["keys"], keys = wanted, len(wanted)
@@ -193,27 +190,27 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
         _expiry(where, op, normal)
     if kind in ("put", "putIfAbsent"):
         if "value" not in op:
-            _refuse("kv_bad_request", f"{where}: {kind} needs a value (null is a value; an absent one is not)")
+            refuse("kv_bad_request", f"{where}: {kind} needs a value (null is a value; an absent one is not)")
         value = op["value"]
         if len(value) > MAX_VALUE_BYTES:
-            _refuse("kv_value_too_large", f"{where}: the value is {len(value)} bytes, the ceiling is {MAX_VALUE_BYTES}")
+            refuse("kv_value_too_large", f"{where}: the value is {len(value)} bytes, the ceiling is {MAX_VALUE_BYTES}")
         if b"\\u0000" in bytes(value).lower() and _holds_nul(msgspec.json.decode(value)):
-            _refuse("kv_bad_value", f"{where}: the value holds U+0000, which no stored JSON can")
+            refuse("kv_bad_value", f"{where}: the value holds U+0000, which no stored JSON can")
         normal["value"] = value
     if kind in ("put", "putIfAbsent", "delete", "check"):
         _expect(where, kind, op, normal)
     elif "expect" in op:
-        _refuse("kv_bad_request", f"{where}: {kind} takes no expect")
+        refuse("kv_bad_request", f"{where}: {kind} takes no expect")
     if kind == "incr":
         delta = _scalar(op, "delta")
         if not _number(delta):
-            _refuse("kv_bad_request", f"{where}: incr needs a numeric delta")
+            refuse("kv_bad_request", f"{where}: incr needs a numeric delta")
         normal["delta"] = delta
         for bound in ("min", "max"):
             value = _scalar(op, bound)
             if value is not None:
                 if not _number(value):
-                    _refuse("kv_bad_request", f"{where}: {bound} must be numeric")
+                    refuse("kv_bad_request", f"{where}: {bound} must be numeric")
                 normal[bound] = value
     return normal, keys
 
@@ -221,7 +218,7 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
 def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> Prepared:
     """Validate a call's ops and put them in apply order (see the module's docstring)."""
     if len(operations) > MAX_OPS[in_transaction]:
-        _refuse("kv_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
+        refuse("kv_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
     ops, keys, written = [], 0, set()
     for index, raw in enumerate(operations):
         normal, touched = _prepare_op(index, raw, in_transaction)
@@ -229,12 +226,12 @@ def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> P
         if normal["shown"] in WRITES:
             identity = (normal["ns"], normal["key"])
             if identity in written:
-                _refuse("kv_duplicate_key_in_call",
+                refuse("kv_duplicate_key_in_call",
                         f"op at index {index}: a key may be written or checked at most once a call")
             written.add(identity)
         ops.append(normal)
     if keys > MAX_KEYS[in_transaction]:
-        _refuse("kv_too_many_keys", f"{keys} keys in one call, the ceiling is {MAX_KEYS[in_transaction]}")
+        refuse("kv_too_many_keys", f"{keys} keys in one call, the ceiling is {MAX_KEYS[in_transaction]}")
     # Python's str order is code-point order, which is UTF-8 byte order: PostgreSQL's COLLATE "C".
     ops.sort(key=lambda op: (op["op"] in ("getMany", "getPrefix"), op["ns"], op.get("key") or op.get("prefix") or "",
                              op["i"]))

@@ -16,12 +16,12 @@ whole call with a 400 before anything runs.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 import orjson
 
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import refuse
 
 MAX_NAME_BYTES = 256
 MAX_OWNER_BYTES = 256
@@ -46,8 +46,8 @@ class LockOp(msgspec.Struct):
     slot: Any = None
 
 
-def _refuse(where: str, detail: str):
-    raise BadRequest("lock_bad_request", extra={"detail": f"{where}: {detail}"})
+def _refuse(where: str, detail: str) -> NoReturn:
+    refuse("lock_bad_request", f"{where}: {detail}")
 
 
 def _text(where: str, field: str, value: Any, ceiling: int, *, no_hash: bool = False) -> str:
@@ -86,7 +86,7 @@ def _arguments(index: int, op: LockOp) -> tuple:
 
 def prepare(operations: list[LockOp]) -> list[tuple[str, tuple]]:
     if len(operations) > MAX_OPS:
-        raise BadRequest("lock_bad_request", extra={"detail": f"at most {MAX_OPS} operations a call"})
+        refuse("lock_bad_request", f"at most {MAX_OPS} operations a call")
     return [(op.op, _arguments(index, op)) for index, op in enumerate(operations)]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import uuid_utils
 
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import BadRequest, refuse
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
 from reginamq.http import jsonlimits
@@ -57,29 +57,26 @@ class Prepared(msgspec.Struct):
     count: int
 
 
-def _refuse(code: str, detail: str):
-    raise BadRequest(code, extra={"detail": detail})
-
 
 def _payload(where: str, op: TimerOp) -> str:
     """The message's JSON bytes, base64 again for rq_timers_apply; refused unless JSON."""
     if not isinstance(op.payload, str):
-        _refuse("timer_bad_payload", f"{where}: payload is the message's bytes in base64")
+        refuse("timer_bad_payload", f"{where}: payload is the message's bytes in base64")
     try:
         raw = base64.b64decode(op.payload, validate=True)
     except (binascii.Error, ValueError):
-        _refuse("timer_bad_payload", f"{where}: payload is not valid base64")
+        refuse("timer_bad_payload", f"{where}: payload is not valid base64")
     if op.payloadZstd is True:
         raw = inflate(raw, None, MAX_PAYLOAD_BYTES)
     elif op.payloadZstd is not False:
-        _refuse("timer_bad_request", f"{where}: payloadZstd must be a boolean")
+        refuse("timer_bad_request", f"{where}: payloadZstd must be a boolean")
     if len(raw) > MAX_PAYLOAD_BYTES:
-        _refuse("timer_payload_too_large", f"{where}: the payload is larger than {MAX_PAYLOAD_BYTES} bytes")
+        refuse("timer_payload_too_large", f"{where}: the payload is larger than {MAX_PAYLOAD_BYTES} bytes")
     try:
         jsonlimits.check(raw)
         msgspec.json.decode(raw)
     except (BadRequest, msgspec.DecodeError):
-        _refuse("timer_bad_payload", f"{where}: the payload must be one JSON document (it becomes a message)")
+        refuse("timer_bad_payload", f"{where}: the payload must be one JSON document (it becomes a message)")
     return base64.b64encode(raw).decode()
 
 
@@ -89,27 +86,27 @@ def _prepare_op(index: int, raw: msgspec.Raw) -> dict:
         fields = msgspec.json.decode(raw, type=dict[str, Any])
         op = msgspec.convert(fields, TimerOp)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        _refuse("timer_bad_request", f"{where} is not an object")
+        refuse("timer_bad_request", f"{where} is not an object")
     owned = next((name for name in fields if name in SERVER_OWNED or name.startswith("_")), None)
     if owned is not None:
-        _refuse("timer_server_owned_field", f"{where}: {owned} is the broker's, not an input")
+        refuse("timer_server_owned_field", f"{where}: {owned} is the broker's, not an input")
     if op.op not in OPS:
-        _refuse("timer_unknown_op", f"{where}: unknown operation {op.op!r} (one of {', '.join(OPS)})")
+        refuse("timer_unknown_op", f"{where}: unknown operation {op.op!r} (one of {', '.join(OPS)})")
     try:
         queue = check_queue_name(op.queue)
         key = check_name("timerKey", op.timerKey)
         txn = None if op.txn is None else check_name("txn", op.txn)
         partition = "Default" if op.partition is None else check_name("partition", op.partition)
     except BadRequest as error:
-        _refuse("timer_bad_request", f"{where}: {error}")
+        refuse("timer_bad_request", f"{where}: {error}")
     normal: dict[str, Any] = {"i": index, "op": op.op, "queue": queue, "key": key, "txn": txn}
     if op.op == "cancel":
         return normal
     if txn is None:
-        _refuse("timer_bad_request", f"{where}: {op.op} needs txn, the delivered message's transactionId")
+        refuse("timer_bad_request", f"{where}: {op.op} needs txn, the delivered message's transactionId")
     delay = op.delayMs
     if isinstance(delay, bool) or not isinstance(delay, int | float) or abs(delay) > MAX_DELAY_MS:
-        _refuse("timer_bad_delay", f"{where}: delayMs is a number of milliseconds within ±{MAX_DELAY_MS}")
+        refuse("timer_bad_delay", f"{where}: delayMs is a number of milliseconds within ±{MAX_DELAY_MS}")
     return {**normal, "partition": partition, "payload": _payload(where, op), "delayMs": delay,
             "messageId": str(uuid_utils.uuid7())}
 
@@ -117,7 +114,7 @@ def _prepare_op(index: int, raw: msgspec.Raw) -> dict:
 def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> Prepared:
     """Validate a call's ops (all before anything runs); they apply in the order given."""
     if len(operations) > MAX_OPS[in_transaction]:
-        _refuse("timer_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
+        refuse("timer_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
     ops = [_prepare_op(index, raw) for index, raw in enumerate(operations)]
     return Prepared(msgspec.json.encode(ops), len(ops))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine import kv
-from reginamq.engine.errors import BadRequest
+from reginamq.engine.errors import refuse
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
@@ -43,13 +43,12 @@ async def _one(broker: Broker, request: Request, op: str, allowed: tuple[str, ..
     """The route's one op: ``allowed`` fields of the body (``body``: required, else optional)
     and the namespace and key of the URL."""
     if request.query_string:
-        raise BadRequest("kv_no_query_string", extra={
-            "detail": "the key/value path routes take no query parameters; prefix reads are in the "
-                      "POST /api/v1/kv body"})
+        refuse("kv_no_query_string", "the key/value path routes take no query parameters; prefix reads are "
+                                     "in the POST /api/v1/kv body")
     fields = (request.json(dict[str, msgspec.Raw], allow_empty=not body) or {}) if allowed else {}
     shadowing = next((name for name in ("op", "ns", "namespace", "key") if name in fields), None)
     if shadowing is not None:
-        raise BadRequest("kv_field_in_path", extra={"detail": f"{shadowing} is taken from the URL on this route"})
+        refuse("kv_field_in_path", f"{shadowing} is taken from the URL on this route")
     params = request.path_params
     op_fields = {name: fields[name] for name in allowed if name in fields}
     raw = msgspec.json.encode({**op_fields, "op": op, "ns": params["ns"], "key": params["key"]})

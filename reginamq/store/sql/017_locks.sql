@@ -17,6 +17,14 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN split_part(p_key, '#', 2) ~ '^[0-9]{1,4}$' THEN split_part(p_key, '#', 2)::int END
 $$;
 
+-- Whether a key of queen-locks is a permit of the lock p_name (of its slot p_slot, unless NULL).
+-- The range leads the (namespace, key) index; the function is inlined into its callers' plans.
+CREATE OR REPLACE FUNCTION rq_lock_permit_of(p_key text, p_name text, p_slot int) RETURNS bool
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_key >= p_name || '#' AND starts_with(p_key, p_name || '#') AND rq_lock_slot(p_key) IS NOT NULL
+           AND (p_slot IS NULL OR p_key = p_name || '#' || p_slot::text)
+$$;
+
 -- A name's live permits, by slot.
 CREATE OR REPLACE FUNCTION rq_lock_holders(p_name text) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
@@ -25,8 +33,7 @@ LANGUAGE sql STABLE AS $$
                'since', k.value->'since', 'expiresAt', rq_iso(k.expires_at), 'renewedAt', k.value->'renewedAt')
                ORDER BY rq_lock_slot(k.key)), '[]')
     FROM rq_kv k
-    WHERE k.namespace = 'queen-locks' AND starts_with(k.key, p_name || '#') AND k.key >= p_name || '#'
-      AND rq_lock_slot(k.key) IS NOT NULL AND rq_kv_live(k.expires_at, now())
+    WHERE k.namespace = 'queen-locks' AND rq_lock_permit_of(k.key, p_name, NULL) AND rq_kv_live(k.expires_at, now())
 $$;
 
 -- Take a permit: the one this owner already holds (a retried acquire whose answer was lost), or
@@ -81,8 +88,7 @@ BEGIN
     UPDATE rq_kv k SET version = nextval('rq_kv_versions'), expires_at = v_now + make_interval(secs => p_ttl),
                        updated_at = v_now, value = k.value || jsonb_build_object('renewedAt', rq_iso(v_now))
     WHERE k.ctid = (SELECT c.ctid FROM rq_kv c
-                    WHERE c.namespace = 'queen-locks' AND starts_with(c.key, p_name || '#') AND c.key >= p_name || '#'
-                      AND (p_slot IS NULL OR c.key = p_name || '#' || p_slot) AND rq_lock_slot(c.key) IS NOT NULL
+                    WHERE c.namespace = 'queen-locks' AND rq_lock_permit_of(c.key, p_name, p_slot)
                       AND rq_kv_live(c.expires_at, v_now)
                       AND (c.version = p_token OR c.value->>'owner' = p_owner)
                     ORDER BY c.version = p_token DESC LIMIT 1 FOR UPDATE)
@@ -101,8 +107,7 @@ CREATE OR REPLACE FUNCTION rq_lock_release(p_name text, p_token bigint, p_slot i
 LANGUAGE sql AS $$
     WITH gone AS (
         DELETE FROM rq_kv k
-        WHERE k.namespace = 'queen-locks' AND starts_with(k.key, p_name || '#') AND k.key >= p_name || '#'
-          AND (p_slot IS NULL OR k.key = p_name || '#' || p_slot) AND rq_lock_slot(k.key) IS NOT NULL
+        WHERE k.namespace = 'queen-locks' AND rq_lock_permit_of(k.key, p_name, p_slot)
           AND k.version = p_token AND rq_kv_live(k.expires_at, now())
         RETURNING rq_lock_slot(k.key) AS slot
     )

@@ -350,6 +350,20 @@ BEGIN
 END;
 $$;
 
+-- Delete a queue: its contents (rq_eph_reset) and its declaration. Answers whether there was
+-- anything (a ring, a cursor or a declaration), and whether it was declared.
+CREATE OR REPLACE FUNCTION rq_eph_delete(p_queue text, OUT deleted bool, OUT declared bool)
+LANGUAGE plpgsql AS $$
+BEGIN
+    deleted := EXISTS (SELECT 1 FROM rq_eph_rings r WHERE r.queue = p_queue)
+            OR EXISTS (SELECT 1 FROM rq_eph_cursors c WHERE c.queue = p_queue);
+    PERFORM rq_eph_reset(p_queue);
+    DELETE FROM rq_eph_declared d WHERE d.queue = p_queue;
+    declared := FOUND;
+    deleted := deleted OR declared;
+END;
+$$;
+
 -- A queue's figures, or NULL when it is neither declared nor holds a ring or a cursor.
 CREATE OR REPLACE FUNCTION rq_eph_depth(p_queue text, p_group text, p_defaults jsonb) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
