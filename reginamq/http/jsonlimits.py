@@ -7,12 +7,12 @@ deep that some consumers cannot decode. :func:`check` refuses all of them with a
 the whole body (the structures the broker reads and the payloads it stores alike):
 
 - UTF-8: ``bytes.isascii`` (or one ``decode``) over the body.
-- nesting: at most :data:`MAX_DEPTH` arrays/objects inside each other. A small body with at
-  most that many ``[`` and ``{`` bytes cannot nest deeper, and is parsed as it is. Otherwise,
-  since orjson refuses a document nested deeper than a fixed limit (:data:`_ORJSON_DEPTH`,
-  measured at import), the body is parsed inside ``_ORJSON_DEPTH - MAX_DEPTH`` extra arrays,
-  so that limit falls exactly on ours: no cost per byte, but a fixed ~50 µs for the extra
-  arrays, which is most of the check for a small body (hence the count first).
+- nesting: at most :data:`MAX_DEPTH` arrays/objects inside each other, counted on the parsed
+  value one level at a time (a list comprehension a level, stopping at the limit: ~70 µs for
+  a push of 100 messages), unless the body is small and has at most that many ``[`` and
+  ``{`` bytes (a payload of a binary push: ~0.3 µs). orjson's own limit (1,024 levels) bounds
+  what is parsed at all. Parsing inside ~960 extra arrays instead, so that orjson's limit
+  fell on ours, cost 170–250 µs more a body of 17–35 KB (docs/benchmarks.md).
 - numbers: orjson refuses a number that overflows a double (``1e400``); integers of any size
   are kept verbatim. ``NaN``/``Infinity`` are not JSON (msgspec and orjson refuse them).
 - duplicate keys: orjson keeps the last, so the parsed value is encoded again; when that gives
@@ -31,27 +31,8 @@ import orjson
 from reginamq.engine.errors import BadRequest
 
 MAX_DEPTH = 64
-
-
-def _orjson_depth_limit() -> int | None:
-    """orjson's fixed nesting limit (1024 in every release so far), or None if it changed."""
-    for limit in (1024,):
-        try:
-            orjson.loads(b"[" * limit + b"]" * limit)
-        except orjson.JSONDecodeError:
-            continue
-        try:
-            orjson.loads(b"[" * (limit + 1) + b"]" * (limit + 1))
-        except orjson.JSONDecodeError:
-            return limit
-    return None
-
-
-_ORJSON_DEPTH = _orjson_depth_limit()
-_PAD = 0 if _ORJSON_DEPTH is None else _ORJSON_DEPTH - MAX_DEPTH
-_OPEN, _CLOSE = b"[" * _PAD, b"]" * _PAD
-# Bodies up to this size have their brackets counted (a few µs) before the padded parse is
-# considered; beyond it the count would cost about what it can save.
+# Bodies up to this size have their brackets counted before the nesting is walked; beyond it
+# the count would cost about what it can save.
 _COUNTED_BYTES = 16_384
 
 
@@ -62,16 +43,11 @@ def check(body: bytes) -> None:
             body.decode("utf-8")
         except UnicodeDecodeError as error:
             raise BadRequest(f"the body is not valid UTF-8 (byte {error.start})") from None
-    shallow = len(body) <= _COUNTED_BYTES and body.count(b"[") + body.count(b"{") <= MAX_DEPTH
-    padded = _PAD and not shallow
     try:
-        value = orjson.loads(_OPEN + body + _CLOSE if padded else body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise _refusal(body, str(error)) from None
-    if padded:
-        for _ in range(_PAD):
-            value = value[0]
-    elif not shallow and _depth(value) > MAX_DEPTH:
+    if _may_nest_deeper(body) and _deeper_than(value, MAX_DEPTH):
         raise _too_deep()
     encoded = orjson.dumps(value)
     if encoded == body or encoded == msgspec.json.format(body, indent=-1):
@@ -107,7 +83,7 @@ def _refusal(body: bytes, message: str) -> BadRequest:
         return _too_deep()
     if "infinity" in message:
         return BadRequest("number out of range: a JSON number must fit a double")
-    try:  # msgspec's message points into the body as sent (ours is offset by the padding)
+    try:  # msgspec names the position and what it expected there
         msgspec.json.decode(body)
     except msgspec.DecodeError as error:
         return BadRequest(f"malformed JSON: {error}")
@@ -116,13 +92,18 @@ def _refusal(body: bytes, message: str) -> BadRequest:
     return BadRequest(f"malformed JSON: {message.split(': line')[0]}")
 
 
-def _depth(value: object) -> int:
-    """Nesting depth of a parsed value (only used if orjson's limit could not be measured)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, level)
-            if level <= MAX_DEPTH:
-                stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
+def _may_nest_deeper(body: bytes) -> bool:
+    """False for a small body with too few ``[``/``{`` bytes to nest past the limit (a binary
+    push checks each payload on its own: the count costs less than the walk for those)."""
+    return len(body) > _COUNTED_BYTES or body.count(b"[") + body.count(b"{") > MAX_DEPTH
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether a parsed value nests more than ``limit`` arrays/objects, one level at a time."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    for _ in range(limit):
+        if not level:
+            return False
+        level = [child for node in level for child in (node.values() if type(node) is dict else node)
+                 if type(child) is dict or type(child) is list]
+    return bool(level)

@@ -41,13 +41,23 @@ async def test_payload_nested_64_levels_is_accepted(http, db):
 
 
 @pytest.mark.parametrize("payload", [
-    b'"' + b"[{" * 100 + b'"',  # brackets inside a string: counted, yet the body is shallow
-    b'{"a":[[1]],"pad":"' + b"x" * 20_000 + b'"}',  # too large for the count: parsed with padding
+    b'"' + b"[{" * 100 + b'"',  # brackets inside a string are not nesting
+    b'{"a":[[1]],"pad":"' + b"x" * 20_000 + b'"}',  # a large body
     b"[" + b",".join([b'{"k":[1,2]}'] * 40) + b"]",  # many brackets side by side, none deep
 ])
 async def test_shallow_bodies_with_many_brackets_are_accepted(http, db, payload):
     queue = unique("q")
     response = await http.post("/api/v1/push", content=push_body(queue, payload), headers=JSON)
+    assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize("pad", [0, 40_000])
+async def test_the_depth_limit_falls_on_64_levels_whatever_the_body_size(http, db, pad):
+    queue = unique("q")
+    def nested(depth: int) -> bytes:  # the body adds 3 levels around the payload
+        return b'{"pad":"' + b"x" * pad + b'","n":' + b"[" * (depth - 4) + b"1" + b"]" * (depth - 4) + b"}"
+    assert "nested deeper than 64" in await refused_push(http, db, queue, push_body(queue, nested(65)))
+    response = await http.post("/api/v1/push", content=push_body(queue, nested(64)), headers=JSON)
     assert response.status_code == 201, response.text
 
 
