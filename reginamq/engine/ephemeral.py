@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import orjson
@@ -32,6 +33,9 @@ from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, group_or_queue_mode
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
 from reginamq.engine.waiters import EPHEMERAL_CHANNEL, Waiters, announce, ephemeral_key
+
+if TYPE_CHECKING:
+    from reginamq.maintenance.process_metrics import Meter
 
 DEFAULTS = {"maxBytes": 64 * 1024 * 1024, "maxLength": 100_000, "policy": "reject", "ttlSeconds": 0,
             "leaseSeconds": 30, "retryLimit": 3, "windowBuffer": {"ms": 0, "count": 0}}
@@ -165,16 +169,18 @@ async def push(conn, body: PushBody) -> int:
     return pushed
 
 
-async def pop(run, waiters: Waiters, queue: str, partition: str | None, group: str | None, batch: int,
-              wait: bool, timeout_ms: int, auto_ack: bool) -> bytes:
+async def pop(run, waiters: Waiters, meter: Meter, queue: str, partition: str | None, group: str | None,
+              batch: int, wait: bool, timeout_ms: int, auto_ack: bool) -> bytes:
     """200's body ``{queue, messages: [{id, partition, attempts, payload}]}``, an empty list when
     nothing came within the wait. A waiting pop holds no connection; a push wakes it, and with a
-    ``windowBuffer`` it waits up to ``ms`` after its first message for ``count`` of them."""
+    ``windowBuffer`` it waits up to ``ms`` after its first message for ``count`` of them. The pop
+    counts in worker-metrics as a durable one does, its lag from its oldest message's push."""
     queue = name("queue", queue)
     partition = None if partition is None else name("partition", partition)
     group = group_or_queue_mode(None if group is None else name("group", group))
     deadline = time.monotonic() + timeout_ms / 1000
     held: list[dict] = []
+    oldest: datetime | None = None
     first_at: float | None = None
     while True:
         parked = waiters.park(ephemeral_key(queue), group) if wait else None
@@ -183,6 +189,9 @@ async def pop(run, waiters: Waiters, queue: str, partition: str | None, group: s
             answer = msgspec.json.decode(await run(lambda conn, wanted=wanted: conn.fetchval(
                 POP_SQL, queue, partition, group, wanted, auto_ack, DEFAULTS_JSON)))
             held += answer["messages"]
+            if answer["oldest"] is not None:
+                pushed = datetime.fromisoformat(answer["oldest"])
+                oldest = pushed if oldest is None else min(oldest, pushed)
             if held and first_at is None:
                 first_at = time.monotonic()
             window_ms, window_count = answer["windowMs"], answer["windowCount"]
@@ -198,6 +207,10 @@ async def pop(run, waiters: Waiters, queue: str, partition: str | None, group: s
         finally:
             if parked is not None:
                 waiters.unpark(ephemeral_key(queue), group, parked)
+    if held:
+        meter.popped(queue, len(held), oldest)
+    else:
+        meter.empty_pop()
     listed = b",".join(b'{"id":' + message_id(m) + b',"partition":' + orjson.dumps(m["partition"])
                        + b',"attempts":' + str(m["attempts"]).encode() + b',"payload":' + m["payload"].encode() + b"}"
                        for m in held)

@@ -25,7 +25,8 @@ async def pop(broker: Broker, request: Request) -> responses.Response:
     if not queue:
         ephemeral.refuse("queue is required")
     answer = await ephemeral.pop(
-        broker.run, broker.waiters, queue, request.query("partition") or None, request.query("group") or None,
+        broker.run, broker.waiters, broker.meter, queue, request.query("partition") or None,
+        request.query("group") or None,
         request.query_int("batch", 1, 1, ephemeral.MAX_BATCH), request.query_bool("wait", False),
         request.query_int("timeout", 30_000, 0, ephemeral.MAX_TIMEOUT_MS), request.query_bool("autoAck", False))
     return 200, answer

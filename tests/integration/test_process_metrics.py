@@ -163,3 +163,30 @@ async def test_rows_older_than_a_week_are_purged_by_the_stats_loop(http, db):
 
     rows = await eventually(purged)
     assert rows and rows[0]["bucket"] == recent.replace(second=0, microsecond=0)
+
+
+async def test_ephemeral_pops_count_with_their_lag(http):
+    queue = f"eph-{uuid.uuid4().hex[:12]}"
+    since = datetime.now(UTC) - timedelta(minutes=30)
+    await eventually(lambda: _two_replicas(http))
+    before = await counted(http, since)
+    response = await http.post("/api/v1/ephemeral/push", json={"queue": queue, "messages": [
+        {"payload": {"n": n}} for n in range(3)]})
+    assert response.status_code == 201, response.text
+    await asyncio.sleep(0.3)  # the pop lag is at least this
+    for batch, expected in ((2, 2), (2, 1), (2, 0)):
+        response = await http.get("/api/v1/ephemeral/pop", params={"queue": queue, "batch": batch, "autoAck": "true"})
+        assert response.status_code == 200, response.text
+        assert len(response.json()["messages"]) == expected
+
+    async def grown():
+        body = await get(http, "/api/v1/analytics/worker-metrics")
+        entries = [entry for entry in body["queues"] if entry["queueName"] == queue]
+        return entries[0] if entries and entries[0]["popCount"] == 2 else None
+
+    ours = await eventually(grown)
+    assert ours, "the ephemeral pops never showed up in worker-metrics"
+    assert 300 <= ours["avgLagMs"] <= ours["maxLagMs"] < 60_000
+    delta = {key: value - before[key] for key, value in (await counted(http, since)).items()}
+    assert delta["popMessages"] >= 3 and delta["popRequests"] >= 3  # two that delivered, one empty
+    assert delta["pushMessages"] >= 3

@@ -182,7 +182,8 @@ $$;
 -- first the group's messages due again (a lease expired, or a failed or retry ack), then new
 -- ones in push order. A message past its deliveries (retryLimit + 1) is dropped instead. With
 -- p_auto_ack nothing is leased: what is handed out is done. Answers
--- {messages: [{epoch, seq, partition, attempts, payload}], windowMs, windowCount}.
+-- {messages: [{epoch, seq, partition, attempts, payload}], oldest, windowMs, windowCount}, oldest
+-- being when the oldest message handed out was pushed (the pop lag of worker-metrics).
 CREATE OR REPLACE FUNCTION rq_eph_pop(p_queue text, p_partition text, p_group text, p_batch int, p_auto_ack bool,
                                       p_defaults jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -198,6 +199,8 @@ DECLARE
     v_took    jsonb;
     v_n       int;
     v_dropped int;
+    v_pushed  timestamptz;
+    v_oldest  timestamptz;
 BEGIN
     -- naming a queue creates it, a pop as much as a push (an implicit queue: depth knows it)
     IF NOT EXISTS (SELECT 1 FROM rq_eph_rings r WHERE r.queue = p_queue) THEN
@@ -263,11 +266,12 @@ BEGIN
         )
         SELECT coalesce(jsonb_agg(jsonb_build_object('epoch', v_ring.epoch, 'seq', h.seq, 'partition', v_ring.partition,
                                                      'attempts', h.attempts, 'payload', m.payload) ORDER BY h.seq), '[]'),
-               count(*)
-        INTO v_took, v_n
+               count(*), min(m.pushed_at)
+        INTO v_took, v_n, v_pushed
         FROM handed h JOIN rq_eph_messages m ON m.queue = p_queue AND m.partition = v_ring.partition AND m.seq = h.seq;
         v_out := v_out || v_took;
         v_left := v_left - v_n;
+        v_oldest := least(v_oldest, v_pushed);
         IF p_auto_ack AND v_n > 0 THEN
             DELETE FROM rq_eph_leases l WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = v_ring.partition
                                           AND l.lease_until > now() AND l.seq IN (
@@ -278,8 +282,8 @@ BEGIN
         IF v_left > 0 THEN
             SELECT coalesce(jsonb_agg(jsonb_build_object('epoch', v_ring.epoch, 'seq', m.seq, 'partition', m.partition,
                                                          'attempts', 1, 'payload', m.payload) ORDER BY m.seq), '[]'),
-                   count(*)
-            INTO v_took, v_n
+                   count(*), min(m.pushed_at)
+            INTO v_took, v_n, v_pushed
             FROM (SELECT * FROM rq_eph_messages m
                   WHERE m.queue = p_queue AND m.partition = v_ring.partition AND m.seq >= v_cursor.next_seq
                   ORDER BY m.seq LIMIT v_left) m;
@@ -293,11 +297,12 @@ BEGIN
                 END IF;
                 v_out := v_out || v_took;
                 v_left := v_left - v_n;
+                v_oldest := least(v_oldest, v_pushed);
             END IF;
         END IF;
         PERFORM rq_eph_trim(p_queue, v_ring.partition);
     END LOOP;
-    RETURN jsonb_build_object('messages', v_out, 'windowMs', coalesce((v_opts->'windowBuffer'->>'ms')::int, 0),
+    RETURN jsonb_build_object('messages', v_out, 'oldest', v_oldest, 'windowMs', coalesce((v_opts->'windowBuffer'->>'ms')::int, 0),
                               'windowCount', coalesce((v_opts->'windowBuffer'->>'count')::int, 0));
 END;
 $$;
