@@ -6,7 +6,8 @@
 -- one on (queue_id, created_at, id) measured 87 bytes a partition at 100,000 (661 bytes with its
 -- cursor, against 574 without and Queen 1.0's 641), for every partition, while discovery is an
 -- occasional reader's call. A "since" page starts from the recent-writes index; a page of all
--- partitions sorts the queue's partitions (benchmarks.md, "Reads by offset").
+-- partitions sorts the queue's partitions, then looks up the newest segment of the page's rows
+-- alone (benchmarks.md, "Reads by offset").
 -- Each entry's partition bounds (a row with base_offset NULL, first), then the segments that
 -- hold its offsets from p_offsets[i] on, in order, while their stored size stays within the
 -- entry's budget and what the call has left of p_call_budget (the first segment of an entry
@@ -88,18 +89,34 @@ BEGIN
                             NULL::timestamptz;
         RETURN;
     END IF;
-    RETURN QUERY
-        SELECT true, v_safe, p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset),
-               coalesce(newest.created_at, p.last_write_at), p.created_at
-        FROM rq_partitions p
-        LEFT JOIN LATERAL (SELECT s.created_at FROM rq_segments s WHERE s.partition_id = p.id
-                           ORDER BY s.base_offset DESC LIMIT 1) newest ON true
-        WHERE p.queue_id = v_queue
-          AND (p_after_created IS NULL OR (p.created_at, p.id) > (p_after_created, p_after_id))
-          AND (p_since IS NULL OR (p.last_write_at >= p_since - interval '1 second'
-                                   AND coalesce(newest.created_at, p.last_write_at) >= p_since))
-        ORDER BY p.created_at, p.id
-        LIMIT p_limit + 1;
+    IF p_since IS NULL THEN
+        -- the page first (the queue's partitions, top-N by creation), the newest segments of
+        -- its rows only
+        RETURN QUERY
+            SELECT true, v_safe, p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset),
+                   coalesce(newest.created_at, p.last_write_at), p.created_at
+            FROM (SELECT * FROM rq_partitions p0
+                  WHERE p0.queue_id = v_queue
+                    AND (p_after_created IS NULL OR (p0.created_at, p0.id) > (p_after_created, p_after_id))
+                  ORDER BY p0.created_at, p0.id
+                  LIMIT p_limit + 1) p
+            LEFT JOIN LATERAL (SELECT s.created_at FROM rq_segments s WHERE s.partition_id = p.id
+                               ORDER BY s.base_offset DESC LIMIT 1) newest ON true
+            ORDER BY p.created_at, p.id;
+    ELSE
+        RETURN QUERY
+            SELECT true, v_safe, p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset),
+                   coalesce(newest.created_at, p.last_write_at), p.created_at
+            FROM rq_partitions p
+            LEFT JOIN LATERAL (SELECT s.created_at FROM rq_segments s WHERE s.partition_id = p.id
+                               ORDER BY s.base_offset DESC LIMIT 1) newest ON true
+            WHERE p.queue_id = v_queue
+              AND (p_after_created IS NULL OR (p.created_at, p.id) > (p_after_created, p_after_id))
+              AND p.last_write_at >= p_since - interval '1 second'
+              AND coalesce(newest.created_at, p.last_write_at) >= p_since
+            ORDER BY p.created_at, p.id
+            LIMIT p_limit + 1;
+    END IF;
     IF NOT FOUND THEN
         RETURN QUERY SELECT true, v_safe, NULL::uuid, NULL::text, NULL::bigint, NULL::bigint, NULL::timestamptz,
                             NULL::timestamptz;
