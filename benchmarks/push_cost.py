@@ -5,7 +5,8 @@ else in the way: no HTTP, no fusion, one call at a time on one connection.
     python benchmarks/push_cost.py --batch 20 --mode existing --against /path/to/older/checkout
 
 A queue of ``--partitions`` partitions (100,000 by default, analysed, as a broker's tables are
-after a while) receives pushes of ``--batch`` messages of 256 bytes, each to one partition:
+after a while) receives pushes of ``--batch`` messages of 256 bytes (``--payloads``: one repeated,
+or each message its own), each to one partition:
 one of those (``--mode existing``) or a new one (``--mode creating``, the first push naming
 it). With ``--against DIR`` the run alternates, in the same database, between this code's
 ``002_push.sql`` and DIR's (``reginamq/store/sql/002_push.sql`` of another checkout), so the
@@ -34,7 +35,16 @@ from reginamq.store.database import schema_files
 QUEUE = "push-cost"
 PUSH_FILE = Path("reginamq") / "store" / "sql" / "002_push.sql"  # in a checkout
 PUSH_SQL = "SELECT * FROM rq_push($1, $2, $3, $4, $5, $6, $7, $8)"
-PAYLOAD = b'{"x":"' + bytes(random.Random(7).choices(b"abcdefghijklmnopqrstuvwxyz0123456789", k=240)) + b'"}'
+ALPHABET = b"abcdefghijklmnopqrstuvwxyz0123456789"
+PAYLOAD = b'{"x":"' + bytes(random.Random(7).choices(ALPHABET, k=240)) + b'"}'
+
+
+def payloads(n: int, distinct: bool) -> list[bytes]:
+    """``n`` payloads of 248 bytes: one repeated (PostgreSQL's compression of a segment then
+    finds every message after the first in its window), or each its own, as messages are."""
+    if not distinct:
+        return [PAYLOAD] * n
+    return [b'{"x":"' + bytes(random.choices(ALPHABET, k=240)) + b'"}' for _ in range(n)]
 
 
 async def measure(database_url: str, versions: dict[str, str], args) -> dict[str, list[float]]:
@@ -56,7 +66,7 @@ async def measure(database_url: str, versions: dict[str, str], args) -> dict[str
                 partition = f"e{random.randrange(args.partitions)}"
             n = args.batch
             await conn.fetch(PUSH_SQL, [QUEUE], [partition], [1] * n, [str(uuid.uuid4()) for _ in range(n)],
-                             [uuid.uuid4() for _ in range(n)], [PAYLOAD] * n, None, False)
+                             [uuid.uuid4() for _ in range(n)], payloads(n, args.payloads == "distinct"), None, False)
 
         cpu: dict[str, list[float]] = {name: [] for name in versions}
         for _ in range(args.rounds):
@@ -82,6 +92,8 @@ def main() -> None:
     parser.add_argument("--dedup-window", type=int, default=0, help="the queue's dedupWindowSeconds")
     parser.add_argument("--pushes", type=int, default=1_500, help="pushes a measurement")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--payloads", choices=("same", "distinct"), default="same",
+                        help="one payload repeated in every message, or each message its own")
     parser.add_argument("--against", type=Path, help="another checkout, to alternate with")
     args = parser.parse_args()
     versions = {"this code": dict(schema_files())[PUSH_FILE.name]}
