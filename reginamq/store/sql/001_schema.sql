@@ -69,9 +69,6 @@ CREATE TABLE IF NOT EXISTS rq_segments (
 -- is analysed, every autovacuum round. The transactionIds keep theirs: the planner sizes the
 -- ack's unnest of them from those statistics, and without them an ack took ten times longer.
 ALTER TABLE rq_segments ALTER COLUMN payloads SET STATISTICS 0;
--- Rows up to 8,160 bytes stay inline, uncompressed (the default, 2,032, compressed them and cut
--- them into TOAST chunks); rq_push cuts a partition's messages into rows that fit.
-ALTER TABLE rq_segments SET (toast_tuple_target = 8160);
 -- Segments in creation order, for retention's due walks (rq_retention_due_step): a walk reads
 -- just the segments that fell due since its last step, instead of visiting every partition
 -- that holds data. One more index entry per segment (not per message) on the push.

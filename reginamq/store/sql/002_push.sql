@@ -182,20 +182,11 @@ BEGIN
         INSERT INTO rq_stats_notes (queue_id, pushed)  -- for the statistics (012_stats.sql)
         SELECT b.queue_id, sum(b.n) FROM bumped b GROUP BY b.queue_id
     )
-    -- A partition's messages go in segment rows of at most ~7.6 KB (rq_segments keeps rows up to
-    -- toast_tuple_target inline, 001_schema.sql): a larger row would be compressed and cut into
-    -- TOAST chunks, each a row and an index entry of its own, which cost a push of 100
-    -- distinct 256-byte messages about twice the PostgreSQL CPU of six inline rows
-    -- (docs/benchmarks.md). A message larger than that gets a row of its own.
     INSERT INTO rq_segments (partition_id, base_offset, end_offset, created_at, txids, payloads)
-    SELECT b.id, b.base_offset + min(r.pos), b.base_offset + max(r.pos), v_now,
-           array_agg(r.txid ORDER BY r.pos), array_agg(r.payload ORDER BY r.pos)
-    FROM bumped b
-    JOIN (SELECT i.pid, i.txid, i.payload, row_number() OVER w - 1 AS pos,
-                 (sum(octet_length(i.payload) + octet_length(i.txid) + 16) OVER w - 1) / 7600 AS piece
-          FROM items i
-          WINDOW w AS (PARTITION BY i.pid ORDER BY i.ord)) r ON r.pid = b.id
-    GROUP BY b.id, b.base_offset, r.piece;
+    SELECT b.id, b.base_offset, b.end_offset, v_now,
+           array_agg(i.txid ORDER BY i.ord), array_agg(i.payload ORDER BY i.ord)
+    FROM bumped b JOIN items i ON i.pid = b.id
+    GROUP BY b.id, b.base_offset, b.end_offset;
 
     -- Wake-ups and hints (engine/waiters.py, engine/hotlist.py) come back as notices for the
     -- broker to send once this transaction has committed (engine/push.py, announce): a
