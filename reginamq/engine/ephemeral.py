@@ -189,7 +189,7 @@ async def pop(run, waiters: Waiters, meter: Meter, queue: str, partition: str | 
             answer = msgspec.json.decode(await run(lambda conn, wanted=wanted: conn.fetchval(
                 POP_SQL, queue, partition, group, wanted, auto_ack, DEFAULTS_JSON)))
             held += answer["messages"]
-            if answer["oldest"] is not None:
+            if answer.get("oldest") is not None:  # absent from a function an older node laid out
                 pushed = datetime.fromisoformat(answer["oldest"])
                 oldest = pushed if oldest is None else min(oldest, pushed)
             if held and first_at is None:

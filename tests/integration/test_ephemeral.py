@@ -90,6 +90,35 @@ async def test_partitions_are_rings_of_their_own(http, eq):
     assert [(m["partition"], m["payload"]) for m in rest] == [("a", "a1"), ("a", "a2")]
 
 
+async def test_a_pop_of_many_caught_up_rings_finds_the_one_with_work_for_each_group(http, eq):
+    for n in range(40):
+        await push(http, eq, f"first-{n}", partition=f"p{n}")
+    leased = await pop(http, eq, group="a", batch=100)  # a's leases keep the messages for b
+    assert len(leased) == 40 and len(await pop(http, eq, group="b", batch=100, autoAck="true")) == 40
+    assert await ack(http, eq, [m["id"] for m in leased], group="a") == ["acked"] * 40
+    # a group's first pop subscribes it to every ring, those it finds empty too
+    assert await pop(http, eq, group="c", autoAck="true") == []
+    for group in ("a", "b", "c"):
+        assert await pop(http, eq, group=group, autoAck="true") == []  # every ring caught up
+    await push(http, eq, "late", partition="p17")
+    for group in ("a", "b", "c"):  # each cursor on p17 keeps the message there until its group passes
+        assert [(m["partition"], m["payload"]) for m in await pop(http, eq, group=group, autoAck="true")] == [
+            ("p17", "late")]
+    assert (await depth(http, eq))["depth"] == 0
+
+
+async def test_a_lease_that_falls_due_on_a_caught_up_ring_is_found_again(http, eq):
+    await configure(http, eq, leaseSeconds=1)
+    for n in range(10):
+        await push(http, eq, f"m{n}", partition=f"p{n}")
+    taken = await pop(http, eq, batch=100)
+    assert len(taken) == 10 and await pop(http, eq) == []
+    await ack(http, eq, [m["id"] for m in taken if m["partition"] != "p4"])
+    await asyncio.sleep(1.2)  # p4's lease expires; its cursor is past the message
+    [again] = await pop(http, eq)
+    assert (again["partition"], again["payload"], again["attempts"]) == ("p4", "m4", 2)
+
+
 async def test_a_failed_ack_or_an_expired_lease_redelivers_until_the_retry_budget_ends(http, eq):
     await configure(http, eq, leaseSeconds=1, retryLimit=1)
     await push(http, eq, "x")

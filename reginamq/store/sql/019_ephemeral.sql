@@ -207,9 +207,20 @@ BEGIN
         INSERT INTO rq_eph_rings (queue, partition) VALUES (p_queue, coalesce(p_partition, 'Default'))
         ON CONFLICT DO NOTHING;
     END IF;
+    -- Without a partition, only the rings that may have something for the group are visited:
+    -- one it has no cursor on yet (the visit makes it, so the ring keeps its messages for the
+    -- group from then on), one pushed past its cursor, one where a lease of it fell due. A
+    -- queue of thousands of caught-up rings then costs a pop two index probes a ring, not a visit.
     FOR v_ring IN
         SELECT r.* FROM rq_eph_rings r
         WHERE r.queue = p_queue AND (p_partition IS NULL OR r.partition = p_partition)
+          AND (p_partition IS NOT NULL
+               OR NOT EXISTS (SELECT 1 FROM rq_eph_cursors c
+                              WHERE c.queue = r.queue AND c.grp = p_group AND c.partition = r.partition
+                                AND c.next_seq >= r.next_seq)
+               OR EXISTS (SELECT 1 FROM rq_eph_leases l
+                          WHERE l.queue = r.queue AND l.grp = p_group AND l.partition = r.partition
+                            AND l.lease_until <= now()))
         ORDER BY (SELECT min(m.pushed_at) FROM rq_eph_messages m
                   WHERE m.queue = r.queue AND m.partition = r.partition) NULLS LAST, r.partition
     LOOP
