@@ -26,6 +26,7 @@ import asyncpg
 import msgspec
 
 from reginamq.engine.errors import refuse
+from reginamq.engine.op_batch import OpBatch
 
 APPLY_SQL = "SELECT rq_kv_apply($1::jsonb, $2)"
 PURGE_SQL = "SELECT rq_kv_purge_step($1)"
@@ -55,12 +56,6 @@ class PreconditionLost(Exception):
         return {"ok": False, "success": False, "reason": "kv_precondition", "error": "kv_precondition_failed",
                 "failedIndex": failed_index, "kvReason": self.reason, "version": self.version,
                 "value": self.value}
-
-
-class Prepared(msgspec.Struct):
-    ops: bytes   # the JSON array rq_kv_apply reads, in apply order
-    count: int
-
 
 
 def _scalar(op: dict[str, msgspec.Raw], field: str) -> Any:
@@ -215,7 +210,7 @@ def _prepare_op(index: int, raw: msgspec.Raw, in_transaction: bool) -> tuple[dic
     return normal, keys
 
 
-def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> Prepared:
+def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> OpBatch:
     """Validate a call's ops and put them in apply order (see the module's docstring)."""
     if len(operations) > MAX_OPS[in_transaction]:
         refuse("kv_too_many_ops", f"{len(operations)} ops in one call, the ceiling is {MAX_OPS[in_transaction]}")
@@ -235,10 +230,10 @@ def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> P
     # Python's str order is code-point order, which is UTF-8 byte order: PostgreSQL's COLLATE "C".
     ops.sort(key=lambda op: (op["op"] in ("getMany", "getPrefix"), op["ns"], op.get("key") or op.get("prefix") or "",
                              op["i"]))
-    return Prepared(msgspec.json.encode(ops), len(ops))
+    return OpBatch(msgspec.json.encode(ops), len(ops))
 
 
-async def apply(conn, prepared: Prepared) -> list[dict]:
+async def apply(conn, prepared: OpBatch) -> list[dict]:
     """Run the ops inside the caller's transaction; results in the order the ops came."""
     if not prepared.count:
         return []
@@ -255,8 +250,3 @@ async def apply(conn, prepared: Prepared) -> list[dict]:
         results[result["index"]] = result
     return results
 
-
-async def call(conn, prepared: Prepared) -> list[dict]:
-    """POST /api/v1/kv: the ops in one database transaction of their own."""
-    async with conn.transaction():
-        return await apply(conn, prepared)

@@ -36,11 +36,6 @@ SYNC_CHANNEL = "rq_sync"
 # An ephemeral queue was pushed to or had a message put back (engine/ephemeral.py): its
 # waiting pops, parked under the queue's name behind a control character, look again.
 EPHEMERAL_CHANNEL = "rq_ephemeral"
-
-
-def ephemeral_key(queue: str) -> str:
-    """What a waiting ephemeral pop parks under: no durable queue name holds a control character."""
-    return "\x1f" + queue
 SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
 # PostgreSQL serialises every committing transaction that notifies (one lock per database, held
 # until the commit is done), so a notification committed with a flush to disk makes the next
@@ -50,6 +45,11 @@ SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-u
 NOTIFY_SQL = "SELECT pg_notify($1, notice) FROM unnest($2::text[]) AS notice"
 NOTIFY_UNFLUSHED_SQL = ("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, notice) "
                         "FROM unnest($2::text[]) AS notice")
+
+
+def ephemeral_key(queue: str) -> str:
+    """What a waiting ephemeral pop parks under: no durable queue name holds a control character."""
+    return "\x1f" + queue
 
 
 async def announce(conn: asyncpg.Connection, notices: list[str], channel: str = CHANNEL) -> None:

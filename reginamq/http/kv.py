@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from reginamq.engine import kv
+from reginamq.engine import kv, op_batch
 from reginamq.engine.errors import refuse
 from reginamq.http import responses
 from reginamq.http.request import Request
@@ -23,10 +23,10 @@ class KvBody(msgspec.Struct):
     operations: list[msgspec.Raw]
 
 
-async def _run(broker: Broker, prepared: kv.Prepared) -> dict | list[dict]:
+async def _run(broker: Broker, prepared: op_batch.OpBatch) -> dict | list[dict]:
     """The results, or the verdict of a ``required`` op that lost (the call rolled back)."""
     try:
-        return await broker.run(lambda conn: kv.call(conn, prepared))
+        return await broker.run(lambda conn: op_batch.alone(conn, kv.apply, prepared))
     except kv.PreconditionLost as lost:
         return {**lost.answer(lost.index), "results": []}
 

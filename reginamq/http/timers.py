@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from reginamq.engine import timers
+from reginamq.engine import op_batch, timers
 from reginamq.engine.names import check_name
 from reginamq.http import responses
 from reginamq.http.request import Request
@@ -21,13 +21,13 @@ class TimersBody(msgspec.Struct):
 
 async def apply(broker: Broker, request: Request) -> responses.Response:
     prepared = timers.prepare(request.json(TimersBody).operations)
-    return responses.json(200, {"results": await broker.run(lambda conn: timers.call(conn, prepared))})
+    return responses.json(200, {"results": await broker.run(lambda conn: op_batch.alone(conn, timers.apply, prepared))})
 
 
 async def cancel(broker: Broker, request: Request) -> responses.Response:
     prepared = timers.cancel_op(request.path_params["queue"], request.path_params["timerKey"],
                                 request.query("txn") or None)
-    [result] = await broker.run(lambda conn: timers.call(conn, prepared))
+    [result] = await broker.run(lambda conn: op_batch.alone(conn, timers.apply, prepared))
     return responses.json(200, result)
 
 

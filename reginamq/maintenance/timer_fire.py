@@ -44,7 +44,7 @@ class TimerFire(Periodic):
                 if rows:
                     items = [pushes.PushItem(queue=row[0], partition=row[2], payload=msgspec.Raw(row[3]),
                                              transactionId=row[4]) for row in rows]
-                    await pushes.write(conn, pushes.prepare(items, None, [row[5] for row in rows]), self._sealer)
+                    await pushes.execute(conn, pushes.prepare(items, None, [row[5] for row in rows]), self._sealer)
         except QueueFull as full:
             refused = [entry["queue"] for entry in full.full], str(full)
         except BadRequest as error:

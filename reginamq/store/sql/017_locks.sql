@@ -25,6 +25,14 @@ LANGUAGE sql IMMUTABLE AS $$
            AND (p_slot IS NULL OR p_key = p_name || '#' || p_slot::text)
 $$;
 
+-- What every granted permit answers: its slot, token, expiry and guard.
+CREATE OR REPLACE FUNCTION rq_lock_granted(p_name text, p_permit rq_kv) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('slot', rq_lock_slot(p_permit.key), 'token', p_permit.version,
+                              'expiresAt', rq_iso(p_permit.expires_at),
+                              'guard', rq_lock_guard(p_name, rq_lock_slot(p_permit.key), p_permit.version))
+$$;
+
 -- A name's live permits, by slot.
 CREATE OR REPLACE FUNCTION rq_lock_holders(p_name text) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
@@ -50,10 +58,8 @@ BEGIN
       AND k.value->>'owner' = p_owner AND rq_kv_live(k.expires_at, v_now)
     ORDER BY k.key LIMIT 1;
     IF FOUND THEN
-        v_slot := rq_lock_slot(v_row.key);
-        RETURN jsonb_build_object('acquired', true, 'already', true, 'slot', v_slot, 'token', v_row.version,
-                                  'owner', p_owner, 'expiresAt', rq_iso(v_row.expires_at),
-                                  'guard', rq_lock_guard(p_name, v_slot, v_row.version));
+        RETURN jsonb_build_object('acquired', true, 'already', true, 'owner', p_owner)
+               || rq_lock_granted(p_name, v_row);
     END IF;
     FOR v_slot IN 0 .. p_limit - 1 LOOP
         INSERT INTO rq_kv AS k (namespace, key, value, version, expires_at, created_at, updated_at)
@@ -66,9 +72,7 @@ BEGIN
             WHERE NOT rq_kv_live(k.expires_at, v_now)
         RETURNING k.* INTO v_row;
         IF FOUND THEN
-            RETURN jsonb_build_object('acquired', true, 'slot', v_slot, 'token', v_row.version, 'owner', p_owner,
-                                      'expiresAt', rq_iso(v_row.expires_at),
-                                      'guard', rq_lock_guard(p_name, v_slot, v_row.version));
+            RETURN jsonb_build_object('acquired', true, 'owner', p_owner) || rq_lock_granted(p_name, v_row);
         END IF;
     END LOOP;
     RETURN jsonb_build_object('acquired', false, 'reason', 'held', 'holders', rq_lock_holders(p_name));
@@ -83,7 +87,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_now  timestamptz := now();
     v_row  rq_kv%ROWTYPE;
-    v_slot int;
 BEGIN
     UPDATE rq_kv k SET version = nextval('rq_kv_versions'), expires_at = v_now + make_interval(secs => p_ttl),
                        updated_at = v_now, value = k.value || jsonb_build_object('renewedAt', rq_iso(v_now))
@@ -96,9 +99,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN jsonb_build_object('renewed', false, 'reason', 'lost', 'holders', rq_lock_holders(p_name));
     END IF;
-    v_slot := rq_lock_slot(v_row.key);
-    RETURN jsonb_build_object('renewed', true, 'slot', v_slot, 'token', v_row.version,
-                              'expiresAt', rq_iso(v_row.expires_at), 'guard', rq_lock_guard(p_name, v_slot, v_row.version));
+    RETURN jsonb_build_object('renewed', true) || rq_lock_granted(p_name, v_row);
 END;
 $$;
 
