@@ -1,15 +1,19 @@
-"""What one ``rq_ack`` call costs PostgreSQL, in CPU of the backend that runs it: an ack of a
-whole pop (``--batch`` messages over ``--partitions`` partitions, in delivery order, as a
-consumer acks), with nothing else in the way: no HTTP on the measured call, one call at a time.
+"""What one ``rq_ack`` call costs PostgreSQL, in CPU of the backend that runs it, and the broker,
+in CPU of this process making the call as the broker does (engine/ack.py's ``write``: encoding
+the arguments, reading the rows, building the answer): an ack of a whole pop (``--batch``
+messages over ``--partitions`` partitions, in delivery order, as a consumer acks), with
+nothing else in the way: no HTTP on the measured call, one call at a time.
 
     python benchmarks/ack_cost.py
     python benchmarks/ack_cost.py --against /path/to/older/checkout
 
 Each measured ack follows a push of the batch and a wildcard pop of it through the broker. With
 ``--against DIR`` the run alternates, in the same database, between this code's ``rq_ack``
-(``004_ack.sql``) and DIR's. ``--analyze-after N`` runs ANALYZE after N rounds: before it the
-tables have no planner statistics, as in a new broker's first minute. Starts its own broker
-(one worker) on an embedded PostgreSQL in a temporary folder, removed at the end.
+(``004_ack.sql``) and DIR's, which must keep this code's signature (to compare a change of
+the call too, run this script with ``PYTHONPATH=DIR`` and without, in turns).
+``--analyze-after N`` runs ANALYZE after N rounds: before it the tables have no planner
+statistics, as in a new broker's first minute. Starts its own broker (one worker) on an
+embedded PostgreSQL in a temporary folder, removed at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import time
 from pathlib import Path
 
 import asyncpg
@@ -44,7 +49,7 @@ async def measure(url: str, database_url: str, versions: dict[str, str], args) -
     per_partition = args.batch // args.partitions
     rounds = 0
 
-    async def one_round(http: httpx.AsyncClient) -> float:
+    async def one_round(http: httpx.AsyncClient) -> tuple[float, float]:
         nonlocal rounds
         for k in range(args.partitions):
             items = [{"queue": QUEUE, "partition": f"p{(rounds * args.partitions + k) % 200}",
@@ -56,14 +61,16 @@ async def measure(url: str, database_url: str, versions: dict[str, str], args) -
         messages = answer.json()["messages"]
         prepared = ack.prepare([ack.Ack(m["transactionId"], m["partitionId"], None, m["leaseId"], "completed")
                                 for m in messages])
-        before = cpu_seconds(pid)
+        before, own_before = cpu_seconds(pid), time.process_time()
         results = await ack.write(conn, prepared)  # the broker's own call (nothing to announce here)
+        own = time.process_time() - own_before
         spent = cpu_seconds(pid) - before
         if len(results) != len(messages) or not all(r["success"] and r["leaseReleased"] for r in results):
             raise AssertionError(f"round {rounds}: the ack did not complete every span")
-        return spent
+        return spent, own
 
     cpu: dict[str, list[float]] = {name: [] for name in versions}
+    own: dict[str, list[float]] = {name: [] for name in versions}
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             for round_number in range(args.rounds):
@@ -72,11 +79,12 @@ async def measure(url: str, database_url: str, versions: dict[str, str], args) -
                 for name, sql in versions.items():
                     await conn.execute(sql)
                     spent = [await one_round(http) for _ in range(args.acks)]
-                    cpu[name].append(sum(spent) / args.acks)
+                    cpu[name].append(sum(database for database, _ in spent) / args.acks)
+                    own[name].append(sum(broker for _, broker in spent) / args.acks)
         await conn.execute(versions["this code"])
     finally:
         await conn.close()
-    return cpu
+    return cpu, own
 
 
 def main() -> None:
@@ -94,14 +102,18 @@ def main() -> None:
     with OwnBroker(workers=1) as broker:
         httpx.post(f"{broker.url}/api/v1/configure",
                    json={"queue": QUEUE, "options": {"dedupWindowSeconds": 0}}).raise_for_status()
-        cpu = asyncio.run(measure(broker.url, broker.database_url, versions, args))
+        cpu, own = asyncio.run(measure(broker.url, broker.database_url, versions, args))
     for name, seconds in cpu.items():
         before, after = seconds[:args.analyze_after], seconds[args.analyze_after:]
         print(f"ack of {args.batch} over {args.partitions} partitions, {name}: PostgreSQL CPU a call, median "
               f"{1e6 * statistics.median(before):,.0f} us without statistics, "
-              f"{1e6 * statistics.median(after):,.0f} us after ANALYZE "
-              f"(rounds: {', '.join(f'{1e6 * s:,.0f}' for s in seconds)})")
+              f"{1e6 * statistics.median(after):,.0f} us after ANALYZE (rounds: {microseconds(seconds)}); "
+              f"the call's own CPU, median {1e6 * statistics.median(own[name]):,.0f} us "
+              f"(rounds: {microseconds(own[name])})")
 
+
+def microseconds(seconds: list[float]) -> str:
+    return ", ".join(f"{1e6 * s:,.0f}" for s in seconds)
 
 if __name__ == "__main__":
     main()

@@ -5,13 +5,21 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_name, check_uuid, group_or_queue_mode, join_names, split_names
+from reginamq.engine.names import (
+    check_name,
+    check_uuid,
+    group_or_queue_mode,
+    join_names,
+    join_uuids,
+    split_names,
+    split_uuids,
+)
 from reginamq.engine.waiters import announce
 
-# rq_ack answers cursor by cursor; the answer goes in request order
-# groups, transactionIds and statuses come joined (names.join_names)
-ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice FROM rq_ack("
-           f"{split_names('$1')}, $2, {split_names('$3')}, $4, {split_names('$5')}, $6) ORDER BY item")
+# every column but the errors comes joined (names.join_names, names.join_uuids)
+ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, released FROM rq_ack("
+           f"{split_names('$1')}, {split_uuids('$2')}, {split_names('$3')}, {split_uuids('$4')}, "
+           f"{split_names('$5')}, $6)")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 MAX_ACKS_PER_REQUEST = 10_000
 MAX_ERROR_LENGTH = 8192
@@ -86,17 +94,39 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
 
 
 async def write(conn, prepared: PreparedAcks) -> list[dict]:
+    """One rq_ack call; the answer per acknowledgement, in request order.
+
+    rq_ack answers an item of its own only when its cursor went through the per-message rules;
+    the items of whole spans acknowledged and released (an ack of a pop, nearly every item) it
+    only counts, and every item without an answer of its own is one of them."""
     if not prepared.txids:
         return []
     errors = [] if prepared.errors.count(None) == len(prepared.errors) else prepared.errors  # unnest pads with NULLs
-    rows = await conn.fetch(ACK_SQL, join_names(prepared.groups), prepared.partitions, join_names(prepared.txids),
-                            prepared.leases, join_names(prepared.statuses), errors)
-    await announce(conn, [row[6] for row in rows if row[6] is not None])  # partitions with work again
-    return [
-        {"index": row[0], "transactionId": prepared.txids[row[0]], "success": row[1], "error": row[2],
-         "leaseReleased": row[3], "dlq": row[4], "noop": row[5]}
-        for row in rows if row[0] is not None
-    ]
+    rows = await conn.fetch(ACK_SQL, join_names(prepared.groups), join_uuids(prepared.partitions),
+                            join_names(prepared.txids), join_uuids(prepared.leases),
+                            join_names(prepared.statuses), errors)
+    answered: dict[int, object] = {}
+    released = 0
+    notices = []  # partitions with work again
+    for row in rows:
+        if row[0] is not None:
+            answered[row[0]] = row
+        elif row[7] is not None:
+            released += row[7]
+        else:
+            notices.append(row[6])
+    if released + len(answered) != len(prepared.txids):
+        raise RuntimeError(f"rq_ack answered {len(answered)} and released {released} of {len(prepared.txids)}")
+    await announce(conn, notices)
+    answers = []
+    for index, txid in enumerate(prepared.txids):
+        row = answered.get(index)
+        answers.append(
+            {"index": index, "transactionId": txid, "success": True, "error": None,
+             "leaseReleased": True, "dlq": False, "noop": False} if row is None else
+            {"index": index, "transactionId": txid, "success": row[1], "error": row[2],
+             "leaseReleased": row[3], "dlq": row[4], "noop": row[5]})
+    return answers
 
 
 async def extend(conn, lease_id: str, seconds: int) -> dict:

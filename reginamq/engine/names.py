@@ -28,6 +28,18 @@ def split_names(placeholder: str) -> str:
     return f"string_to_array({placeholder}, E'\\x{ord(_NAME_SEPARATOR):02x}')"
 
 
+def join_uuids(ids: list[str | None]) -> str:
+    """A column of checked UUIDs (:func:`check_uuid`) or None as the one string
+    :func:`split_uuids` reads back: a UUID array costs asyncpg about as much an element as a
+    text[] (0.4 us), this string a fraction of it."""
+    return _NAME_SEPARATOR.join(["" if value is None else value for value in ids])
+
+
+def split_uuids(placeholder: str) -> str:
+    """The SQL that turns the parameter ``placeholder`` (a :func:`join_uuids` string) into a uuid[]."""
+    return f"string_to_array({placeholder}, E'\\x{ord(_NAME_SEPARATOR):02x}', '')::uuid[]"
+
+
 def check_name(kind: str, value: object) -> str:
     """Queue, partition, group, namespace and task names; transactionId and traceId too."""
     if not isinstance(value, str) or not value:

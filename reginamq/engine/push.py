@@ -14,16 +14,17 @@ import uuid_utils
 
 from reginamq.engine import options as queue_options
 from reginamq.engine.errors import BadRequest, QueueFull, Unavailable
-from reginamq.engine.names import check_name, check_queue_name, join_names, split_names
+from reginamq.engine.names import check_name, check_queue_name, join_names, join_uuids, split_names, split_uuids
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import announce
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-# each item's pair comes as a comma-joined string, the transactionIds joined (names.join_names)
+# each item's pair comes as a comma-joined string, the transactionIds and message ids joined
+# (names.join_names, names.join_uuids)
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            f"{split_names('$4')}, $5, $6, $7::jsonb, $8)")
+            f"{split_names('$4')}, {split_uuids('$5')}, $6, $7::jsonb, $8)")
 QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 
@@ -141,8 +142,8 @@ async def _push(conn, prepared: PreparedPush, enforce_max_size: bool):
     try:
         queues, partitions, groups = pairs(prepared)
         return await conn.fetch(PUSH_SQL, queues, partitions, ",".join(map(str, groups)),
-                                join_names(prepared.txids),
-                                prepared.message_ids, prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
+                                join_names(prepared.txids), join_uuids(prepared.message_ids),
+                                prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
     except asyncpg.PostgresError as error:
         if error.sqlstate == QUEUE_FULL:
             raise QueueFull(orjson.loads(error.detail)) from None

@@ -365,6 +365,28 @@ async def test_whole_span_path_leaves_mixed_calls_to_the_rules(http, queue):
     assert (await ack(http, by_partition["b"][1]))["leaseReleased"] is True
 
 
+async def test_whole_span_answers_interleaved_with_rule_answers_keep_request_order(http, queue):
+    """rq_ack counts the items of a released whole span instead of answering each; the broker
+    fills them in between the items the per-message rules answered, each at its own index."""
+    for p in ("a", "b"):
+        await push(http, queue, f"{p}1", f"{p}2", partition=p)
+    messages = await pop_messages(http, queue, batch=4, partitions=2)
+    by_partition: dict[str, list[dict]] = {}
+    for m in messages:
+        by_partition.setdefault(m["data"][0], []).append(m)
+    (a1, a2), (b1, b2) = by_partition["a"], by_partition["b"]
+    # a: acked whole, in order; b: its second message under a foreign lease, its first alone
+    acks = [ack_body(b2, leaseId=str(uuid.uuid4())), ack_body(a1), ack_body(b1), ack_body(a2)]
+    response = await http.post("/api/v1/ack/batch", json={"consumerGroup": None, "acknowledgments": acks})
+    results = response.json()
+    assert [r["index"] for r in results] == [0, 1, 2, 3]
+    assert [r["transactionId"] for r in results] == [m["transactionId"] for m in (b2, a1, b1, a2)]
+    assert [r["success"] for r in results] == [False, True, True, True]
+    assert [r["leaseReleased"] for r in results] == [False, True, False, True]
+    assert results[0]["error"] == "invalid or expired lease"
+    assert [r["error"] for r in results[1:]] == [None, None, None]
+
+
 async def test_repeated_transaction_id_in_a_span_is_not_taken_for_the_whole_span(http, queue):
     """With dedup off a partition may hold one transactionId twice. Acking it once plus an
     unknown id, as many acknowledgements as the span has messages, must not complete the span."""

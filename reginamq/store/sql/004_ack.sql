@@ -4,7 +4,9 @@
 -- Rules: a later completed offset implicitly completes the silent ones below it; the cursor
 -- stops below the lowest retry/failed offset; a failure charges the retry budget once per
 -- delivery and, once it is spent, dead-letters (or drops) the failed message; acking the whole
--- leased span releases the lease. Rows come back cursor by cursor, not in item order.
+-- leased span releases the lease. Rows come back cursor by cursor, not in item order; the
+-- acknowledgements of a whole released span (nearly all of them) are answered by one row that
+-- counts them (released), so an ack of a pop does not send back a row per message.
 CREATE TYPE rq_ack_outcome AS (item int, success bool, error text, lease_released bool, dlq bool, noop bool);
 
 -- One acknowledgement after resolution: its offset in the deliverable range (NULL when the
@@ -19,7 +21,7 @@ CREATE OR REPLACE FUNCTION rq_ack(
     p_status     text[],
     p_error      text[]
 ) RETURNS TABLE (item int, success bool, error text, lease_released bool, dlq bool, noop bool,
-                 notice text)
+                 notice text, released int)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_key        record;
@@ -105,8 +107,9 @@ BEGIN
     -- the span was consumed: its messages acked, the read position past them (the span starts
     -- right after the committed offset, or at the log start past evicted messages)
     SELECT array_agg(r.partition_id), array_agg(r.consumer_group),
-           coalesce(array_agg(ROW(r.queue_id, r.consumer_group, 0, r.n, 0, 0)::rq_stats_move), '{}')
-    INTO v_whole_pids, v_whole_grps, v_moves
+           coalesce(array_agg(ROW(r.queue_id, r.consumer_group, 0, r.n, 0, 0)::rq_stats_move), '{}'),
+           coalesce(sum(r.n), 0)
+    INTO v_whole_pids, v_whole_grps, v_moves, v_answered
     FROM released r;
 
     -- more data behind a released span: wake parked pops, hint the partition (a notice the
@@ -119,11 +122,10 @@ BEGIN
         JOIN rq_queues q ON q.id = p.queue_id
         WHERE p.last_offset > c.committed);
 
-    RETURN QUERY
-    SELECT (t.ord - 1)::int, true, NULL::text, true, false, false, NULL::text
-    FROM unnest(p_partition, p_group) WITH ORDINALITY AS t(pid, grp, ord)
-    JOIN unnest(v_whole_pids, v_whole_grps) AS w(pid, grp) ON w.pid = t.pid AND w.grp = t.grp;
-    GET DIAGNOSTICS v_answered = ROW_COUNT;
+    -- every item of those spans: completed, its lease released (the broker answers each)
+    IF v_answered > 0 THEN
+        RETURN QUERY SELECT NULL::int, true, NULL::text, true, false, false, NULL::text, v_answered::int;
+    END IF;
 
     -- The acknowledgements of each (partition, group) gathered once, so every step below reads
     -- only its own cursor's items however many cursors one call spans. Skipped when the step
@@ -145,7 +147,7 @@ BEGIN
         IF NOT FOUND THEN
             RETURN QUERY
             SELECT i, false, 'no delivery to acknowledge for this partition and consumer group', false, false, false,
-                   NULL::text
+                   NULL::text, NULL::int
             FROM unnest(v_key.items) AS i;
             CONTINUE;
         END IF;
@@ -196,7 +198,7 @@ BEGIN
                     THEN ROW(a.item, true, NULL, false, false, true)::rq_ack_outcome
                 ELSE ROW(a.item, false, 'message not found in this partition''s deliverable range',
                          false, false, false)::rq_ack_outcome
-            END).*, NULL::text
+            END).*, NULL::text, NULL::int
         FROM unnest(v_acks) a WHERE a.off IS NULL;
 
         SELECT count(*), bool_or(a.status = 'failed')
@@ -276,13 +278,14 @@ BEGIN
         END IF;
         RETURN QUERY
         SELECT a.item, true, NULL::text, v_released,
-               v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false, NULL::text
+               v_queue.dlq_enabled AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent)), false, NULL::text,
+               NULL::int
         FROM unnest(v_acks) a WHERE a.off IS NOT NULL;
     END LOOP;
     IF cardinality(v_moves) > 0 THEN
         PERFORM rq_stats_note(v_moves);
     END IF;
-    RETURN QUERY SELECT NULL::int, NULL::bool, NULL::text, NULL::bool, NULL::bool, NULL::bool, n
+    RETURN QUERY SELECT NULL::int, NULL::bool, NULL::text, NULL::bool, NULL::bool, NULL::bool, n, NULL::int
                  FROM unnest(v_notices) AS n;
 END;
 $$;
