@@ -10,6 +10,8 @@ import asyncio
 import itertools
 import json
 import random
+import subprocess
+import sys
 import time
 
 import httpx
@@ -220,6 +222,68 @@ def test_cpu_cores_are_measured_over_monotonic_time_not_the_wall_clock(monkeypat
     cores, rss, _ = meter.sample()
     assert cores > 0.3  # one core busy for the interval; over wall time it would read ~0.0001
     assert rss > 0
+
+
+# burns CPU, says so, burns as much again and ends
+_BURNER = """
+import sys, time
+def burn(seconds):
+    started = time.process_time()
+    while time.process_time() - started < seconds:
+        pass
+burn(float(sys.argv[1]))
+print("half", flush=True)
+sys.stdin.readline()
+burn(float(sys.argv[1]))
+"""
+
+
+def test_cpu_of_a_process_that_ends_between_samples_is_counted_once():
+    """An autovacuum worker starts and ends between two samples; a backend ends after being
+    seen. Their CPU must count (from the parent's children's times), and only once."""
+    me = psutil.Process()
+    child: subprocess.Popen | None = None
+    meter = CpuMeter(lambda: [me, *(p for p in me.children() if child is not None and p.pid == child.pid)])
+    meter.sample()
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.4: pass"], check=True)
+    cores, _, _ = meter.sample()
+    assert cores * (time.monotonic() - started) > 0.35  # ended unseen: counted all the same
+
+    child = subprocess.Popen([sys.executable, "-c", _BURNER, "0.3"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "half\n"
+    _, _, procs = meter.sample()  # seen, with its first 0.3 s
+    assert child.pid in {p.pid for p in procs}
+    started = time.monotonic()
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    child.wait()  # reaped: all its 0.6 s are in our children's times now
+    cores, _, _ = meter.sample()
+    assert 0.25 < cores * (time.monotonic() - started) < 0.5  # its last 0.3 s, not its whole 0.6
+
+
+def test_a_process_started_just_after_a_sample_counts_from_its_start():
+    """A load opens its database connections in its first second; their backends' CPU belongs
+    to the first interval. psutil dates a process from the boot time, which the wall clock may
+    have drifted from by a second: compared with the wall clock, such a process looked older
+    than the sample and counted only from the next one."""
+    me = psutil.Process()
+    child: subprocess.Popen | None = None
+    meter = CpuMeter(lambda: [p for p in me.children() if child is not None and p.pid == child.pid])
+    meter.sample()
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-c", _BURNER, "0.4"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "half\n"
+        cores, _, procs = meter.sample()  # alive, seen for the first time
+        assert [p.pid for p in procs] == [child.pid]
+        assert cores * (time.monotonic() - started) > 0.35
+    finally:
+        child.kill()
+        child.wait()
 
 
 def _final(**overrides) -> dict:

@@ -89,6 +89,14 @@ def listening_broker(url: str) -> int | None:
     return None
 
 
+def process_clock() -> float:
+    """Now, on the clock of psutil's process start times: the boot time plus the time since
+    boot. The wall clock drifts from it (by 0.95 s on the machine of docs/benchmarks.md), so a
+    process started just after a sample looked older than the sample, and the backends a load
+    opens in its first second went uncounted for the whole first interval."""
+    return psutil.boot_time() + time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) one process has used so far: for a benchmark that times a
     single backend's work between two readings."""
@@ -101,21 +109,28 @@ class CpuMeter:
 
     A process seen for the first time counts from its start if it started after the previous
     sample, otherwise from now (its earlier CPU belongs to earlier intervals we did not watch).
+
+    A process that ends between two samples counts too: its parent, once it reaps it, holds its
+    CPU in its children's times (the postmaster reaps its autovacuum workers and backends), so
+    every watched process's children's times are counted, less what an ended process had been
+    counted for already. Watching only the live processes lost the work of PostgreSQL's
+    autovacuum workers, which start, vacuum a table and end within an interval.
     """
 
     def __init__(self, finder: Callable[[], list[psutil.Process]]):
         self.finder = finder
-        self.last: dict[int, float] = {}
-        self.last_time: float | None = None  # wall clock: compared with processes' start times
+        # pid -> (its own CPU, its ended children's CPU, its parent's pid) at the previous sample
+        self.last: dict[int, tuple[float, float, int]] = {}
+        self.last_time: float | None = None  # process_clock(): compared with processes' start times
         self.last_tick: float | None = None  # monotonic: the interval's length, immune to clock steps
         self.busiest = 0.0
 
     def sample(self) -> tuple[float, float, list[psutil.Process]]:
         """``(cores, resident bytes, processes)`` since the previous sample."""
-        now, tick = time.time(), time.monotonic()
+        now, tick = process_clock(), time.monotonic()
         spent = 0.0
         rss = 0.0
-        current: dict[int, float] = {}
+        current: dict[int, tuple[float, float, int]] = {}
         busiest = 0.0
         procs = self.finder()
         elapsed = (tick - self.last_tick) if self.last_tick else 0.0
@@ -124,24 +139,31 @@ class CpuMeter:
                 with proc.oneshot():
                     times = proc.cpu_times()
                     used = times.user + times.system
+                    reaped = times.children_user + times.children_system
                     rss += proc.memory_info().rss
                     created = proc.create_time()
+                    parent = proc.ppid()
             except psutil.Error:
                 continue
-            current[proc.pid] = used
-            if proc.pid in self.last:
-                delta = used - self.last[proc.pid]
-            elif self.last_time is not None and created >= self.last_time - 0.01:
-                delta = used
+            current[proc.pid] = (used, reaped, parent)
+            previous = self.last.get(proc.pid)
+            if previous is not None:
+                own = used - previous[0]
+                delta = own + reaped - previous[1]
+            elif self.last_time is not None and created >= self.last_time - 0.02:  # start times are in ticks
+                own, delta = used, used + reaped
             else:
-                delta = 0.0
+                own = delta = 0.0
             spent += max(0.0, delta)
             if elapsed > 0:
-                busiest = max(busiest, delta / elapsed)
+                busiest = max(busiest, own / elapsed)
+        for pid, (used, reaped, parent) in self.last.items():
+            if pid not in current and parent in current:
+                spent -= used + reaped  # its parent's children's times now hold all of it
         self.last = current
         self.last_time, self.last_tick = now, tick
         self.busiest = busiest
-        return (spent / elapsed if elapsed > 0 else 0.0), rss, procs
+        return (max(0.0, spent) / elapsed if elapsed > 0 else 0.0), rss, procs
 
 
 class CpuPressure:
