@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +26,19 @@ import pytest
 
 from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
+
+# Every broker a test starts gets its own spool folder under this one, removed when the session
+# ends, so runs do not pile folders up in the system's temporary directory.
+SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="reginamq-test-spools-"))
+
+
+def spool_dir() -> str:
+    """A fresh, empty spool folder for one broker (a restart that must find its spool reuses it)."""
+    return tempfile.mkdtemp(prefix="spool-", dir=SPOOL_ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    shutil.rmtree(SPOOL_ROOT, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -51,7 +65,7 @@ def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = N
                  log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_MAINTENANCE_INTERVAL": "0.3",
-           "REGINAMQ_SPOOL_DIR": tempfile.mkdtemp(prefix="reginamq-spool-"), **(extra_env or {})}
+           "REGINAMQ_SPOOL_DIR": spool_dir(), **(extra_env or {})}
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),
@@ -134,6 +148,7 @@ def database_url():
         yield url
     finally:
         server.stop(mode="immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import os
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 
 import httpx
@@ -21,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.auth_helpers import AUDIENCE, ISSUER, mint, self_signed
 from tests.conformance.conftest import open_client
 from tests.conformance.helpers import pop_now
-from tests.conftest import free_port, stop_process
+from tests.conftest import free_port, spool_dir, stop_process
 
 SIGNING_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
@@ -35,7 +34,7 @@ def tls_broker(database_url, tmp_path_factory):
     entry = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(SIGNING_KEY.public_key()))
     jwks.write_text(json.dumps({"keys": [{**entry, "kid": "k1", "alg": "RS256"}]}))
     port, log_path = free_port(), folder / "broker.log"
-    env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_SPOOL_DIR": tempfile.mkdtemp(),
+    env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_SPOOL_DIR": spool_dir(),
            "REGINAMQ_AUTH_ISSUER": ISSUER, "REGINAMQ_AUTH_AUDIENCE": AUDIENCE}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

@@ -7,21 +7,20 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_port, wait_healthy
+from tests.conftest import free_port, spool_dir, wait_healthy
 
 
-def start_broker_on(database_url: str, port: int | None = None, workers: int = 2, spool_dir: str | None = None,
+def start_broker_on(database_url: str, port: int | None = None, workers: int = 2, spool: str | None = None,
                     log_path: Path | None = None, extra_env: dict | None = None) -> tuple[subprocess.Popen, str]:
     """``reginamq serve`` on 127.0.0.1:port (a restart can reuse the port and the spool)."""
     port = port or free_port()
     env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_MAINTENANCE_INTERVAL": "0.3",
-           "REGINAMQ_SPOOL_DIR": spool_dir or tempfile.mkdtemp(prefix="reginamq-spool-"), **(extra_env or {})}
+           "REGINAMQ_SPOOL_DIR": spool or spool_dir(), **(extra_env or {})}
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(port),

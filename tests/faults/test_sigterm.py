@@ -4,21 +4,20 @@ the same port nothing that was acknowledged is lost."""
 from __future__ import annotations
 
 import signal
-import tempfile
 import threading
 import time
 
 import httpx
 
-from tests.conftest import free_port, stop_process
+from tests.conftest import free_port, spool_dir, stop_process
 from tests.faults.helpers import Bench, assert_clean, start_broker_on
 
 
 def test_sigterm_during_load_then_restart(database_url, tmp_path):
     port = free_port()
-    spool = tempfile.mkdtemp(prefix="reginamq-spool-")
+    spool = spool_dir()
     log_path = tmp_path / "broker.log"
-    process, url = start_broker_on(database_url, port=port, spool_dir=spool, log_path=log_path)
+    process, url = start_broker_on(database_url, port=port, spool=spool, log_path=log_path)
     restarted = None
     bench = Bench(url, tmp_path, rate=1500, duration=10, lease=2)
     parked: dict = {}
@@ -47,7 +46,7 @@ def test_sigterm_during_load_then_restart(database_url, tmp_path):
         exit_seconds = time.monotonic() - stopping
         assert code == 0, log_path.read_text(errors="replace")[-3000:]
         # the broker is gone: the load's pushes, pops and acks now fail and are retried
-        restarted, _ = start_broker_on(database_url, port=port, spool_dir=spool, log_path=log_path)
+        restarted, _ = start_broker_on(database_url, port=port, spool=spool, log_path=log_path)
         code, output, results = bench.finish()
     finally:
         bench.stop()
