@@ -52,6 +52,9 @@ def main() -> None:
 @click.option("--partition-idle-days", type=click.FloatRange(0, 36_500), default=None,
               help="Delete partitions empty and unwritten for this many days (fractions allowed; "
                    "0 = never) [default: 7].")
+@click.option("--push-flush-spacing-ms", type=click.FloatRange(0, 1_000), default=None,
+              help="Least time between the starts of two fused push writes of a process: under load "
+                   "each write then carries more requests, and pops and acks follow (0 = none) [default: 10].")
 @click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
               help="Where pushes wait (fsynced) while the database is unreachable "
                    "[default: the user data dir, one folder per database].")

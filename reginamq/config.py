@@ -39,6 +39,7 @@ class Settings:
     maintenance_interval: float = 5.0
     retention_parallelism: int = 1
     partition_idle_days: float = 7.0
+    push_flush_spacing_ms: float = 10.0
     spool_dir: Path | None = None
     # Access control (docs/security.md): "none" or "jwt", and where the verification keys come from.
     auth: str = "none"
@@ -69,6 +70,7 @@ class Settings:
         "maintenance_interval": "REGINAMQ_MAINTENANCE_INTERVAL",
         "retention_parallelism": "REGINAMQ_RETENTION_PARALLELISM",
         "partition_idle_days": "REGINAMQ_PARTITION_IDLE_DAYS",
+        "push_flush_spacing_ms": "REGINAMQ_PUSH_FLUSH_SPACING_MS",
         "spool_dir": "REGINAMQ_SPOOL_DIR",
         "auth": "REGINAMQ_AUTH",
         "auth_secret": "REGINAMQ_AUTH_SECRET",
@@ -149,6 +151,8 @@ def _coerce(name: str, raw: str) -> object:
         return _in_range(name, int(raw), 1, 16)
     if name == "partition_idle_days":
         return _in_range(name, float(raw), 0, 36_500)
+    if name == "push_flush_spacing_ms":
+        return _in_range(name, float(raw), 0, 1_000)
     if name in ("port", "workers", "pool_size", "max_body_bytes"):
         return int(raw)
     if name in ("maintenance_interval", "auth_leeway"):

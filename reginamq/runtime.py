@@ -59,7 +59,7 @@ class Broker:
         self.pool: asyncpg.Pool | None = None
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)
-        self.pushes = PushFusion(self.run, self.sealer, self.spool)
+        self.pushes = PushFusion(self.run, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import httpx
+
+from tests.conftest import broker_with_clean_log
 
 
 async def test_concurrent_pushes_are_answered_each_with_their_own_items(broker_url):
@@ -55,3 +58,31 @@ async def test_same_transaction_id_in_concurrent_requests_is_stored_once(broker_
         assert len({a.json()[0]["message_id"] for a in answers}) == 1
         popped = await http.get(f"/api/v1/pop/queue/{queue}", params={"batch": 100})
         assert len(popped.json()["messages"]) == 1
+
+
+async def test_flushes_start_the_spacing_apart_and_what_arrives_meanwhile_shares_one_write(
+        database_url, db, tmp_path):
+    queue = f"fuse-{uuid.uuid4().hex[:8]}"
+
+    def body(tag: str) -> dict:
+        return {"items": [{"queue": queue, "partition": "p", "payload": {"tag": tag}, "transactionId": tag}]}
+
+    spacing = {"REGINAMQ_PUSH_FLUSH_SPACING_MS": "1000"}
+    with broker_with_clean_log(database_url, tmp_path / "broker.log", spacing) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            first = await http.post("/api/v1/push", json=body("first"))  # nothing before it: written at once
+            assert first.status_code == 201
+            started = time.monotonic()
+            answers = await asyncio.gather(*(http.post("/api/v1/push", json=body(f"r{n}")) for n in range(20)))
+            waited = time.monotonic() - started
+            popped = await http.get(f"/api/v1/pop/queue/{queue}/partition/p", params={"batch": 100, "autoAck": "true"})
+
+    assert [a.status_code for a in answers] == [201] * 20
+    assert all(a.json()[0]["status"] == "queued" for a in answers)
+    assert waited >= 0.8, f"the second write started {waited:.3f} s after the first, not a second"
+    writes = await db.fetchval(
+        "SELECT count(*) FROM rq_segments s JOIN rq_partitions p ON p.id = s.partition_id "
+        "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+    assert writes == 2  # the first push's, then one for all twenty
+    tags = [m["data"]["tag"] for m in popped.json()["messages"]]
+    assert tags[0] == "first" and sorted(tags[1:]) == sorted(f"r{n}" for n in range(20))
