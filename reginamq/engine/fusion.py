@@ -5,13 +5,14 @@ all (up to a cap) and writes them in one statement and one commit. The batch the
 with load instead of being configured, and the fixed cost of a call (round trip, procedure
 entry, partition lock round, commit) is paid once per flush rather than once per request.
 
-Flushes also start at least ``spacing`` apart (ten milliseconds by default) while requests
-come together. Below that many flushes a second nothing waits, nor does a producer sending one
-push after the other; above it each call takes the requests of the whole spacing. Without it
-a call lasted ~5 ms and fused fewer than two requests of a hundred messages at 35,000 msg/s,
-and every call is followed by a wake-up, a pop and an ack: spacing the flushes cuts the calls
-of all three. Over ten minutes at 35,000 msg/s broker + PostgreSQL took 1.17 cores instead of
-1.33 (docs/benchmarks.md, "Push writes spaced ten milliseconds apart").
+With a ``spacing`` (``--push-flush-spacing-ms``, off by default), flushes also start at
+least that far apart while requests come together; a producer sending one push after the
+other never waits. Every call is followed by a wake-up, a pop and an ack, so under open-loop
+load fewer, fuller calls cut all three: over ten minutes at 35,000 msg/s broker + PostgreSQL
+took 1.15–1.17 cores with 10 ms against 1.33 without. But a producer that waits for each
+answer before its next push then gets at most one push per spacing (eight such producers:
+800 pushes a second at 10 ms, 2,413 without), hence off by default (docs/benchmarks.md,
+"Push writes spaced apart").
 
 Each request still gets its own answer, and a request is acknowledged only after the commit
 that holds its messages (or, with the database away, after the spool has fsynced it). Two
