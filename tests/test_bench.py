@@ -17,7 +17,10 @@ import time
 import httpx
 import psutil
 import pytest
+from click.testing import CliRunner
 
+from reginamq.bench.broker import OwnBroker
+from reginamq.bench.cli import bench
 from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
 from reginamq.bench.report import summary_lines
@@ -183,6 +186,18 @@ def test_what_queues_cannot_measure_is_refused(options, refused):
     BenchConfig(rate=1_000, queues=4, consumers=2, pop_namespace=True)  # each pops all four
     with pytest.raises(ValueError, match="--pop-namespace"):
         BenchConfig(rate=1_000, pop_namespace=True)
+
+
+def test_serve_args_reach_the_own_broker_and_only_it(tmp_path):
+    # an out-of-range value: the broker's own command line refuses it, so it did get there
+    broker = OwnBroker(data_dir=tmp_path / "pgdata", log_path=tmp_path / "serve.log",
+                       serve_args=("--push-flush-spacing-ms", "5000"))
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        broker.start()
+    assert "--push-flush-spacing-ms" in (tmp_path / "serve.log").read_text()
+    refused = CliRunner().invoke(bench, ["--url", "http://127.0.0.1:1", "--rate", "10",
+                                         "--serve-arg=--push-flush-spacing-ms", "--serve-arg=20"])
+    assert refused.exit_code == 2 and "--serve-arg" in refused.output
 
 
 def test_producer_processes_follow_requests_as_well_as_messages(monkeypatch):

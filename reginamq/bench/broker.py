@@ -36,8 +36,13 @@ def embedded_url(data_dir: Path) -> str:
 class OwnBroker:
     """``reginamq serve --workers N`` with an embedded PostgreSQL, for the length of a run."""
 
-    def __init__(self, workers: int = 1, data_dir: Path | None = None, log_path: Path | None = None):
+    def __init__(self, workers: int = 1, data_dir: Path | None = None, log_path: Path | None = None,
+                 serve_args: tuple[str, ...] = ()):
+        """``serve_args`` go to ``reginamq serve`` after the bench's own flags (for instance
+        ``--push-flush-spacing-ms 20``): the broker's environment is cleared of ``REGINAMQ_*``,
+        so flags are how a run tunes it."""
         self.workers = workers
+        self.serve_args = tuple(serve_args)
         self.temporary = data_dir is None
         self.root = Path(tempfile.mkdtemp(prefix="reginamq-bench-")) if data_dir is None else Path(data_dir)
         self.data_dir = (self.root / "pgdata") if data_dir is None else self.root
@@ -51,14 +56,15 @@ class OwnBroker:
     def database_url(self) -> str:
         return embedded_url(self.data_dir)
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                "--workers", str(self.workers), "--data-dir", str(self.data_dir), *self.serve_args]
+
     def start(self, timeout: float = 120.0) -> None:
         env = {key: value for key, value in os.environ.items()
                if not key.startswith(("REGINAMQ_", "PG_"))}  # our own database, whatever the shell says
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the broker
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", str(self.workers), "--data-dir", str(self.data_dir)],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(self.command(), env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

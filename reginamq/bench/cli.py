@@ -50,6 +50,9 @@ def shape_options(function):
 @click.option("--url", default=None, help="An existing broker [default: start an own broker].")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes of the own broker.")
+@click.option("--serve-arg", "serve_args", multiple=True, metavar="ARG",
+              help="An argument for the own broker's `reginamq serve` (repeatable, one word each: "
+                   "--serve-arg=--push-flush-spacing-ms --serve-arg=20).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Messages per second offered (open loop). Required.")
 @click.option("--active", type=click.IntRange(0), default=0, show_default=True,
@@ -122,6 +125,8 @@ def bench(ctx: click.Context, **flags) -> None:
             check_plot_available()
         except RuntimeError as error:
             raise click.UsageError(str(error)) from error
+    if flags["serve_args"] and flags["url"]:
+        raise click.UsageError("--serve-arg tunes the broker the bench starts; with --url, start yours with them")
     cfg = _config(flags, rate=flags["rate"])
     if flags["with_ceiling"] and cfg.queues > 1:
         raise click.UsageError("--ceiling measures one table of --partitions partitions, not --queues: "
@@ -130,7 +135,7 @@ def bench(ctx: click.Context, **flags) -> None:
     sys.exit(asyncio.run(run_session(cfg, url=flags["url"], workers=flags["workers"],
                                      database_url=flags["database_url"], data_dir=flags["data_dir"],
                                      json_path=flags["json_path"], plot_path=flags["plot_path"],
-                                     with_ceiling=flags["with_ceiling"])))
+                                     with_ceiling=flags["with_ceiling"], serve_args=flags["serve_args"])))
 
 
 @bench.command()

@@ -43,12 +43,12 @@ def _postgres_finder(database_url: str | None, data_dir: Path | None):
 
 async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, database_url: str | None,
                       data_dir: Path | None, json_path: Path | None, plot_path: Path | None,
-                      with_ceiling: bool = False, live: bool | None = None) -> int:
+                      with_ceiling: bool = False, live: bool | None = None, serve_args: tuple[str, ...] = ()) -> int:
     _raise_open_files_limit()
     broker = None
     if url is None:
-        broker = OwnBroker(workers=workers, data_dir=data_dir)
-        print(f"starting an own broker: reginamq serve --workers {workers} on {broker.url}, "
+        broker = OwnBroker(workers=workers, data_dir=data_dir, serve_args=serve_args)
+        print(f"starting an own broker: reginamq serve --workers {workers} {' '.join(serve_args)} on {broker.url}, "
               f"embedded PostgreSQL in {broker.data_dir} (log {broker.log_path})", flush=True)
         broker.start()
         url = broker.url
