@@ -56,15 +56,14 @@ class OwnBroker:
     def database_url(self) -> str:
         return embedded_url(self.data_dir)
 
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                "--workers", str(self.workers), "--data-dir", str(self.data_dir), *self.serve_args]
-
     def start(self, timeout: float = 120.0) -> None:
         env = {key: value for key, value in os.environ.items()
                if not key.startswith(("REGINAMQ_", "PG_"))}  # our own database, whatever the shell says
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the broker
-        self.process = subprocess.Popen(self.command(), env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reginamq", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--workers", str(self.workers), "--data-dir", str(self.data_dir), *self.serve_args],
+            env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

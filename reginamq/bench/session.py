@@ -48,7 +48,8 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
     broker = None
     if url is None:
         broker = OwnBroker(workers=workers, data_dir=data_dir, serve_args=serve_args)
-        print(f"starting an own broker: reginamq serve --workers {workers} {' '.join(serve_args)} on {broker.url}, "
+        flags = " ".join(("--workers", str(workers), *serve_args))
+        print(f"starting an own broker: reginamq serve {flags} on {broker.url}, "
               f"embedded PostgreSQL in {broker.data_dir} (log {broker.log_path})", flush=True)
         broker.start()
         url = broker.url

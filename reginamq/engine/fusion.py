@@ -75,6 +75,8 @@ class PushFusion:
         waits, or the last flush took more than one). A producer pushing one request after the
         other never waits: nothing would join its flush, and it would be held to one push per
         spacing. The slot is reserved before sleeping, so two flights take successive slots."""
+        if not self._spacing:
+            return
         now = time.monotonic()
         together = len(self._pending) > 1 or self._last_batch > 1
         start = max(now, self._next_start) if together else now
