@@ -98,3 +98,40 @@ async def test_flushes_start_the_spacing_apart_and_what_arrives_meanwhile_shares
     assert len(late) == 1 and late[0]["messages"] >= 2, [(w["created_at"], w["messages"]) for w in writes[5:]]
     tags = [m["data"]["tag"] for m in popped.json()["messages"]]
     assert tags[:5] == [f"s{n}" for n in range(5)] and sorted(tags[5:]) == sorted(f"r{n}" for n in range(20))
+
+
+async def test_producers_that_wait_for_each_answer_are_not_held_to_one_push_per_spacing(
+        database_url, db, tmp_path):
+    """Eight producers, each on its own connection, each pushing only after its last answer:
+    after the first round they come back together but nobody else will join them, so no write
+    waits for its turn (the spacing is one second; six rounds held to it would take five)."""
+    queue = f"fuse-{uuid.uuid4().hex[:8]}"
+    producers, rounds = 8, 6
+    spacing = {"REGINAMQ_PUSH_FLUSH_SPACING_MS": "1000"}
+    with broker_with_clean_log(database_url, tmp_path / "broker.log", spacing) as url:
+        clients = [httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1))
+                   for _ in range(producers)]
+        try:
+            await asyncio.gather(*(client.get("/health") for client in clients))
+
+            async def produce(number: int, client: httpx.AsyncClient) -> list[int]:
+                statuses = []
+                for n in range(rounds):
+                    item = {"queue": queue, "partition": f"p{number}", "payload": n,
+                            "transactionId": f"{number}-{n}"}
+                    statuses.append((await client.post("/api/v1/push", json={"items": [item]})).status_code)
+                return statuses
+
+            started = time.monotonic()
+            statuses = await asyncio.gather(*(produce(number, client) for number, client in enumerate(clients)))
+            elapsed = time.monotonic() - started
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients))
+
+    assert statuses == [[201] * rounds] * producers
+    assert elapsed < 3.0, f"{producers} producers x {rounds} rounds took {elapsed:.2f} s"
+    stored = await db.fetchval(
+        "SELECT sum(s.end_offset - s.base_offset + 1) FROM rq_segments s "
+        "JOIN rq_partitions p ON p.id = s.partition_id JOIN rq_queues q ON q.id = p.queue_id "
+        "WHERE q.name = $1", queue)
+    assert stored == producers * rounds

@@ -91,7 +91,7 @@ class App:
         status, body, *kind = await self.respond(
             scope.method, scope.path, scope.query_string.encode(), scope.headers.get("content-type"),
             read_body, protocol.client_disconnect,
-            None if self.guard is None else scope.headers.get("authorization"))
+            None if self.guard is None else scope.headers.get("authorization"), scope.client)
         if body is None:
             protocol.response_empty(status, [])
         elif kind:
@@ -105,7 +105,8 @@ class App:
         status, body, *kind = await self.respond(
             scope["method"], scope["path"], scope.get("query_string", b""), _header(scope, b"content-type"),
             lambda: _read_chunks(_asgi_chunks(receive), self.settings.max_body_bytes), lambda: _disconnected(receive),
-            None if self.guard is None else _header(scope, b"authorization"))
+            None if self.guard is None else _header(scope, b"authorization"),
+            tuple(scope.get("client") or ()) or None)
         if body is None:
             await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -117,7 +118,8 @@ class App:
         await send({"type": "http.response.body", "body": body})
 
     async def respond(self, method: str, path: str, query_string: bytes, content_type: str | None, read_body,
-                      wait_disconnect=None, authorization: str | None = None) -> responses.Response:
+                      wait_disconnect=None, authorization: str | None = None,
+                      connection: object = None) -> responses.Response:
         """Route, admit the caller, read the body within its limit, run the handler, keep the error contract."""
         route, params, known = ROUTER.match(method, path)
         if route is None:
@@ -138,7 +140,7 @@ class App:
             body = await read_body()
         except BodyTooLarge:
             return responses.error(413, f"request body larger than {self.settings.max_body_bytes} bytes")
-        request = Request(method, params, query_string, content_type, body, wait_disconnect, subject)
+        request = Request(method, params, query_string, content_type, body, wait_disconnect, subject, connection)
         started = time.perf_counter()
         meter = self.broker.meter
         meter.in_flight += 1

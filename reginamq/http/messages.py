@@ -27,7 +27,7 @@ async def push(broker: Broker, request: Request) -> responses.Response:
         items, message_ids, counts = decoded.items, decoded.message_ids, decoded.counts
     else:
         items, message_ids, counts = request.json(pushes.PushBody).items, None, False
-    answer = await broker.pushes.push(pushes.prepare(items, request.subject, message_ids))
+    answer = await broker.pushes.push(pushes.prepare(items, request.subject, message_ids), request.connection)
     broker.meter.pushed(len(items))
     return responses.json(201, binary_push.push_counts(answer) if counts else answer)
 

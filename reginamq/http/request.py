@@ -34,6 +34,8 @@ class Request:
     wait_disconnect: Callable[[], Awaitable[object]] | None = None
     # The verified token's ``sub`` (auth on), stamped on pushed messages as producerSub.
     subject: str | None = None
+    # The client's address and port: tells push fusion which requests follow their own answer.
+    connection: object = None
     _query: dict[str, list[str]] | None = None
 
     def query(self, name: str) -> str | None:
