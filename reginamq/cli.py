@@ -53,9 +53,9 @@ def main() -> None:
               help="Delete partitions empty and unwritten for this many days (fractions allowed; "
                    "0 = never) [default: 7].")
 @click.option("--push-flush-spacing-ms", type=click.FloatRange(0, 1_000), default=None,
-              help="Least time between the starts of two push writes of a process while pushes come "
-                   "together: fewer, fuller writes, pops and acks under open-loop load, at the cost of "
-                   "pushes a second for producers that wait for each answer (docs/operations.md) [default: 0, off].")
+              help="Least time between the starts of two push writes of a process while independent pushes "
+                   "come together: fewer, fuller writes, pops and acks; producers that wait for each answer "
+                   "are not held to it (docs/operations.md) [default: 10; 0 = off].")
 @click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
               help="Where pushes wait (fsynced) while the database is unreachable "
                    "[default: the user data dir, one folder per database].")

@@ -39,7 +39,7 @@ class Settings:
     maintenance_interval: float = 5.0
     retention_parallelism: int = 1
     partition_idle_days: float = 7.0
-    push_flush_spacing_ms: float = 0.0
+    push_flush_spacing_ms: float = 10.0
     spool_dir: Path | None = None
     # Access control (docs/security.md): "none" or "jwt", and where the verification keys come from.
     auth: str = "none"

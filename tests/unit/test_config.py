@@ -40,7 +40,7 @@ def test_retention_settings_from_the_environment_with_their_ranges():
 
 
 def test_push_flush_spacing_from_the_environment_with_its_range():
-    assert Settings().push_flush_spacing_ms == 0.0
+    assert Settings().push_flush_spacing_ms == 10.0
     settings = Settings.from_env({"REGINAMQ_PUSH_FLUSH_SPACING_MS": "20"})
     assert settings.push_flush_spacing_ms == 20.0
     assert Settings.from_env(settings.to_env()) == settings
