@@ -8,8 +8,8 @@ entry, partition lock round, commit) is paid once per flush rather than once per
 With a ``spacing`` (``--push-flush-spacing-ms``, 10 ms by default, 0 = off), flushes also
 start at least that far apart while independent requests come together. Every call is followed
 by a wake-up, a pop and an ack, so under open-loop load fewer, fuller calls cut all three: at
-40,000 msg/s broker + PostgreSQL took 1.24 cores with 10 ms and 1.10 with 20 against 1.35
-without (docs/benchmarks.md, "Push writes spaced apart, producers that wait not held to it").
+40,000 msg/s broker + PostgreSQL took 1.08 cores with 10 ms and 0.94 with 20 against 1.28
+without (docs/benchmarks.md, "Producers that wait are not held to the spacing").
 Producers that wait for each answer before their next push are recognised by their requests
 following their own connection's answer at once; once all of a cohort of them is back, its
 flush goes without waiting, so they are not held to one push per spacing (with a plain spacing
@@ -115,9 +115,9 @@ class PushFusion:
         producers that wait for each answer, all back: nothing else would join their flush, and
         waiting would hold each of them to one push per spacing (eight such producers: 400
         pushes a second at 20 ms, 2,413 without). A flight waiting for its turn goes as soon as
-        such a cohort is complete (and gives its slot back). Load that does not wait for answers keeps arriving, and the
-        wait makes its flushes fewer and fuller. The slot is reserved before sleeping, so two
-        flights take successive slots."""
+        such a cohort is complete, and gives its slot back. Load that does not wait for answers
+        keeps arriving, and the wait makes its flushes fewer and fuller. The slot is reserved
+        before sleeping, so two flights take successive slots."""
         if not self._spacing:
             return
         now = time.monotonic()
