@@ -44,12 +44,11 @@ RECONNECT_PAUSES = (0.02, 0.2)
 class PushFusion:
     def __init__(self, run, sealer: Sealer, spool: Spool | None, spacing: float):
         self._run = run
+        # Also how soon after its connection's last push answer a request follows that answer
+        # (its producer waited for it). One spacing, not half: eight producers of queen-mq in one
+        # event loop take ~8 ms to all send again, and with 5 ms they lost a quarter of their
+        # pushes a second at 10 ms; load that does not wait is still caught by the count.
         self._spacing = spacing
-        # A request this soon after its connection's last push answer follows that answer (its
-        # producer waited for it). One spacing: eight producers of queen-mq in one event loop
-        # take ~8 ms to all send again, and with half a spacing (5 ms) they lost a quarter of
-        # their pushes a second at 10 ms; load that does not wait is still caught by the count.
-        self._follow_up = spacing
         self._next_start = 0.0
         self._last_batch = 0
         self._sealer = sealer
@@ -69,7 +68,7 @@ class PushFusion:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         answered = self._answered_at.get(connection) if connection is not None else None
-        independent = answered is None or time.monotonic() - answered > self._follow_up
+        independent = answered is None or time.monotonic() - answered > self._spacing
         self._pending.append((prepared, future, independent))
         self._independent += independent
         if self._spacing and self._cohort_back():
@@ -88,10 +87,11 @@ class PushFusion:
                 self._note_answer(connection)
 
     def _note_answer(self, connection: object) -> None:
+        now = time.monotonic()
         if len(self._answered_at) >= MAX_CONNECTIONS_NOTED:
-            horizon = time.monotonic() - self._follow_up
+            horizon = now - self._spacing
             self._answered_at = {key: at for key, at in self._answered_at.items() if at >= horizon}
-        self._answered_at[connection] = time.monotonic()
+        self._answered_at[connection] = now
 
     async def _flush_while_pending(self) -> None:
         try:
