@@ -17,11 +17,12 @@ from typing import Any
 import asyncpg
 
 from reginamq.config import Settings
+from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.fusion import PushFusion
 from reginamq.engine.hotlist import HotPartitions
-from reginamq.engine.pop import FillWaits, SweepPositions
+from reginamq.engine.pop import FillWaits, GroupPolicies, SweepPositions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
@@ -54,7 +55,10 @@ class Broker:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.hot = HotPartitions()
-        self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot)
+        self.policies = GroupPolicies()
+        self.autopilot = Autopilot()
+        self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot,
+                               on_queue_change=self.policies.forget)
         self.lease_watcher = LeaseWatcher(self.run, self.hot, self.waiters)
         self.pool: asyncpg.Pool | None = None
         self.sealer = Sealer.from_settings(settings)
@@ -74,6 +78,7 @@ class Broker:
         self.fill_waits.forget()
         self.sealer.forget()
         self.hot.forget_directory()
+        self.policies.forget()
 
     async def start(self) -> None:
         dsn = self.settings.database_url

@@ -7,6 +7,7 @@ import msgspec
 from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import (
     check_name,
+    check_partition_id,
     check_uuid,
     group_or_queue_mode,
     join_names,
@@ -74,7 +75,7 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
                 group = groups[ack.consumerGroup] = group_or_queue_mode(ack.consumerGroup or default_group)
             partition = partitions.get(ack.partitionId)
             if partition is None:
-                partition = partitions[ack.partitionId] = check_uuid("partitionId", ack.partitionId)
+                partition = partitions[ack.partitionId] = check_partition_id("partitionId", ack.partitionId)
             lease = None
             if ack.leaseId:
                 lease = leases.get(ack.leaseId)

@@ -153,6 +153,12 @@ class HotPartitions:
         reader = self._table(source).get(source, {}).get(group)
         return reader is None or reader.scan_due(time.monotonic())
 
+    def waiting(self, source: Source, group: str) -> int:
+        """How many partitions are announced to the reader and not taken yet (an upper bound of
+        those with work for it: another process's pops may have taken some)."""
+        reader = self._table(source).get(source, {}).get(group)
+        return 0 if reader is None else len(reader.hints)
+
     def give_back(self, source: Source, group: str, partition_ids: list[str]) -> None:
         """Hints a pop did not get to (its batch was full first): they stay, behind the others."""
         reader = self._table(source).get(source, {}).get(group)

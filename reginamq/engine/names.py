@@ -69,5 +69,24 @@ def check_uuid(kind: str, value: object) -> str:
         raise BadRequest(f"{kind} must be a UUID, got {value[:64]!r}") from None
 
 
+def partition_number(partition_id: str) -> int | None:
+    """The 64-bit number a partition id carries in its first eight bytes (its last eight are
+    zero: see rq_new_partition_id, 001_schema.sql), the framed pop answer's partition id; None
+    for an id without one (a partition created before ids carried numbers)."""
+    raw = uuid.UUID(partition_id).bytes
+    return int.from_bytes(raw[:8], "big") if raw[8:] == bytes(8) else None
+
+
+def check_partition_id(kind: str, value: object) -> str:
+    """A partition id as the broker handed it out: its UUID, or the decimal number of the
+    framed pop answer (:func:`partition_number`), read back into the UUID."""
+    if isinstance(value, str) and value.isdigit() and value.isascii():
+        number = int(value)
+        if number >= 1 << 64:
+            raise BadRequest(f"{kind} must be a UUID or a 64-bit partition number, got {value[:64]!r}")
+        return str(uuid.UUID(bytes=number.to_bytes(8, "big") + bytes(8)))
+    return check_uuid(kind, value)
+
+
 def group_or_queue_mode(value: str | None) -> str:
     return QUEUE_MODE if value in (None, "") else check_name("consumerGroup", value)

@@ -15,18 +15,23 @@ from datetime import datetime
 
 import orjson
 
+from reginamq.engine.autopilot import Plan
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.names import QUEUE_MODE
 
 POP_SQL = (
     "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name, "
-    "swept, hints_left::text[] FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-    "$17, $18)"
+    "swept, hints_left::text[], first_offset, conflating FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+    "$12, $13, $14, $15, $16, $17, $18, $19, $20)"
 )
 READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
 FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
+DEFAULT_BATCH = 200
+DEFAULT_PARTITIONS = 1
+MAX_CONFLATING_PARTITIONS = 64  # a conflating pop claims up to this many partitions, one message each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +41,53 @@ class PopRequest:
     namespace: str | None
     task: str | None
     group: str
-    batch: int
-    partitions: int
+    batch: int | None  # None: the client left it to the broker (autopilot) or to its default
+    partitions: int | None
     auto_ack: bool
     wait: bool
     timeout_ms: int
     lease_seconds: int
     subscription_mode: str
     subscription_from: datetime | None
+    autopilot: bool = False  # the client asked the broker to size what it left unset
+    conflation: bool | None = None  # last-value delivery asked for; None: the pop did not say
+
+
+@dataclasses.dataclass
+class Popped:
+    """What a pop delivered (``rows``: segment slices, see POP_SQL) and what its answer says
+    besides: the group's delivery policy on what it read, whether the pop asked for the other
+    one, and autopilot's sizing when the client asked for it."""
+
+    rows: list
+    lease_id: str
+    conflation: bool = False
+    conflict: bool = False
+    plan: Plan | None = None
+
+
+class GroupPolicies:
+    """Per process: whether a consumer group conflates on what a pop reads (a queue, or a
+    namespace/task selection), as rq_pop last reported it. The policy is fixed when the group
+    first registers on a queue and changes only when its subscription there is deleted, which
+    notifies the queue (009_groups.sql): then that queue's entries and every selection's go."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple, bool] = {}
+
+    def get(self, key: tuple) -> bool | None:
+        return self._known.get(key)
+
+    def record(self, key: tuple, conflating: bool) -> None:
+        self._known[key] = conflating
+
+    def forget(self, queue: str | None = None) -> None:
+        """A queue's subscriptions changed (``None``: anything may have)."""
+        if queue is None:
+            self._known.clear()
+            return
+        for key in [k for k in self._known if k[0] == queue or k[0] is None]:
+            del self._known[key]
 
 
 SWEEP_PAUSE = 1.0
@@ -111,8 +155,10 @@ class FillWaits:
 
     @staticmethod
     def may_apply(request: PopRequest) -> bool:
-        """Only a long poll of one queue with a batch above 1 can have a fill wait."""
-        return request.wait and request.batch > 1 and request.queue is not None
+        """Only a long poll of one queue with a batch above 1 (or left to the broker) can have a
+        fill wait; a conflating group's pops take one message a partition and have none."""
+        return (request.wait and (request.batch is None or request.batch > 1) and request.queue is not None
+                and not request.conflation)
 
     async def seconds(self, run, request: PopRequest) -> float:
         """The fill wait for this pop (the caller has heard the configure notifications
@@ -126,18 +172,27 @@ class FillWaits:
         return self._millis.get(request.queue, 0) / 1000
 
 
-async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> bytes | None:
-    """Deliver messages or, once the wait is over, ``None`` (an empty pop).
+async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> Popped:
+    """Deliver messages or, once the wait is over, nothing (``rows`` empty).
 
     ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
-    ``fill_waits``, ``sealer`` and ``run(call)``, which executes a database call with the
-    broker's retry and error mapping.
+    ``fill_waits``, ``policies``, ``autopilot``, ``meter`` and ``run(call)``, which executes a
+    database call with the broker's retry and error mapping.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.
     With the queue's minPopWaitTime, a long poll that finds fewer messages than its batch
     waits (up to that long, counted from the first message it saw) for the batch to fill,
     so that one pop and one commit carry more messages.
     """
+    key = SweepPositions.key(request)
+    broker.autopilot.begin(key)
+    try:
+        return await _pop(broker, request, key, client_gone)
+    finally:
+        broker.autopilot.end(key)
+
+
+async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Future | None) -> Popped:
     waiters, run, sweeps = broker.waiters, broker.run, broker.sweeps
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
@@ -148,44 +203,47 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     while True:
         parked = waiters.park(request.queue, request.group) if request.wait else None
         try:
+            conflating = _conflating(broker.policies, key, request)
+            sized, plan = _size(broker, request, key, conflating)
             if fill_wait is None:
                 # The client may have just been answered a push (or a configure) whose
                 # announcement this process has not heard yet: hear everything committed so
                 # far, then take the hints and the queue's fill wait (or, not sure of that,
                 # look the recent writes up too).
                 hinted = _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group)
-                if hinted or FillWaits.may_apply(request):
+                if hinted or FillWaits.may_apply(sized):
                     heard_all = await waiters.sync(run)
-                fill_wait = await broker.fill_waits.seconds(run, request)
+                fill_wait = await broker.fill_waits.seconds(run, sized)
             if fill_wait and (fill_until is None or time.monotonic() < fill_until):
-                ready = await run(lambda conn: conn.fetchval(
-                    READY_SQL, request.queue, request.partition, request.group, request.partitions, request.batch))
-                if 0 < ready < request.batch:
+                ready_of = (sized.queue, sized.partition, sized.group, sized.partitions, sized.batch)
+                ready = await run(lambda conn, ready_of=ready_of: conn.fetchval(READY_SQL, *ready_of))
+                if 0 < ready < sized.batch:
                     fill_until = fill_until or time.monotonic() + fill_wait
                     until = min(fill_until, deadline) - time.monotonic()
                     if until > 0 and not waiters.closing:
                         # a missed wake-up costs at most a recheck interval, as in the long poll
                         await _wait_for(parked, client_gone, min(until, LAST_RECHECK))
                         if waiters.closing or (client_gone is not None and client_gone.done()):
-                            return None
+                            return _answer([], "", conflating, request, plan)
                         continue
             lease_id = str(uuid.uuid4())
-            key = SweepPositions.key(request)
             if request.queue is None and broker.hot.directory_due():  # only a selection needs it
                 await broker.hot.read_directory(run)
-            hints, since, scan = _hints(broker.hot, request)
+            hints, since, scan = _hints(broker.hot, sized)
             scan = scan or (first_attempt and not heard_all)
             sweep_from, may_sweep = sweeps.position(key, since)
-            # Nothing announced (having heard every announcement), no look-up due and the
-            # sweep resting: there is nothing to ask the database. Expired leases announce
-            # themselves too (expiries.py), so an idle long poll costs no query at all.
-            asking = bool(hints) or scan or may_sweep
+            report = conflating is None and request.group != QUEUE_MODE
+            # Nothing announced (having heard every announcement), no look-up due, the sweep
+            # resting and the group's policy known: there is nothing to ask the database.
+            # Expired leases announce themselves too (expiries.py), so an idle long poll costs
+            # no query at all.
+            asking = bool(hints) or scan or may_sweep or report
             first_attempt = False
+            arguments = (*_arguments(sized, lease_id), *sweep_from, may_sweep, hints, since, scan,
+                         request.conflation, report)
             try:
                 rows = [] if not asking else await run(
-                    lambda conn, lease_id=lease_id, sweep_from=sweep_from, may_sweep=may_sweep,
-                    hints=hints, since=since, scan=scan: conn.fetch(
-                        POP_SQL, *_arguments(request, lease_id), *sweep_from, may_sweep, hints, since, scan))
+                    lambda conn, arguments=arguments: conn.fetch(POP_SQL, *arguments))
             except BaseException:
                 if hints:
                     broker.hot.give_back(_source(request), request.group, hints)
@@ -196,24 +254,67 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
             if rows:
                 sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8], since)
                 if rows[-1][1] is None:  # the last row without a message: see rq_pop
-                    broker.hot.give_back(_source(request), request.group, rows.pop()[9])
-            found = bool(rows)
-            if found:
-                delivered = sum(len(row[5]) for row in rows)
-                broker.meter.popped(rows[0][0], delivered, min(row[3] for row in rows))
-                if _took_all_it_could(rows, delivered, request):
+                    trailer = rows.pop()
+                    broker.hot.give_back(_source(request), request.group, trailer[9])
+                    if report:
+                        broker.policies.record(key, trailer[11])
+                        conflating = trailer[11]
+            delivered = sum(len(row[5]) for row in rows)
+            oldest = min(row[3] for row in rows) if rows else None
+            if plan is not None:
+                broker.autopilot.observe(
+                    key, len({row[1] for row in rows}), broker.hot.waiting(_source(request), request.group),
+                    delivered, None if oldest is None else time.time() - oldest.timestamp(),
+                    None if request.auto_ack else lease_id)
+            if rows:
+                broker.meter.popped(rows[0][0], delivered, oldest)
+                if _took_all_it_could(rows, delivered, sized):
                     waiters.wake(rows[0][0], request.group)  # there may be more work: the group's next poller looks
-                return render(rows, request.group, "" if request.auto_ack else lease_id, broker.sealer.reveal)
+                return _answer(rows, "" if request.auto_ack else lease_id, conflating, request, plan)
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
-                return None
+                return _answer([], "", conflating, request, plan)
             if not await _wait_for(parked, client_gone, min(recheck, remaining)):
                 recheck = min(recheck * 2, LAST_RECHECK)
             if waiters.closing or (client_gone is not None and client_gone.done()):
-                return None
+                return _answer([], "", conflating, request, plan)
         finally:
             if parked is not None:
                 waiters.unpark(request.queue, request.group, parked)
+
+
+def _conflating(policies: GroupPolicies, key: tuple, request: PopRequest) -> bool | None:
+    """The group's policy on what the pop reads as far as this process knows (queue mode never
+    conflates); None when it must ask rq_pop."""
+    if request.group == QUEUE_MODE:
+        return False
+    return policies.get(key)
+
+
+def _size(broker, request: PopRequest, key: tuple, conflating: bool | None) -> tuple[PopRequest, Plan | None]:
+    """The pop as rq_pop runs it: batch and partitions settled, and autopilot's plan if the
+    client asked for one. A conflating pop hands out one message a partition, so its batch
+    (unless its partitions were given) decides how many partitions it may claim, up to
+    MAX_CONFLATING_PARTITIONS; autopilot does not size it. Until the policy is known the
+    pop's own request stands in for it."""
+    if conflating is None:
+        conflating = bool(request.conflation)
+    batch, partitions = request.batch, request.partitions
+    plan = None
+    if conflating:
+        batch = batch or DEFAULT_BATCH
+        partitions = min(max(partitions or batch, 1), MAX_CONFLATING_PARTITIONS)
+    elif request.autopilot and (batch is None or partitions is None):
+        plan = broker.autopilot.plan(key, batch, 1 if request.partition is not None else partitions,
+                                     broker.hot.waiting(_source(request), request.group))
+        batch, partitions = plan.batch, plan.partitions
+    return dataclasses.replace(request, batch=batch or DEFAULT_BATCH, partitions=partitions or DEFAULT_PARTITIONS,
+                               conflation=conflating), plan
+
+
+def _answer(rows: list, lease_id: str, conflating: bool | None, request: PopRequest, plan: Plan | None) -> Popped:
+    on = bool(conflating) if conflating is not None else bool(request.conflation)
+    return Popped(rows, lease_id, on, request.conflation is not None and request.conflation != on, plan)
 
 
 async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float) -> bool:
@@ -252,11 +353,44 @@ def _arguments(request: PopRequest, lease_id: str) -> tuple:
             request.subscription_mode, request.subscription_from)
 
 
-def render(rows, group: str, lease_id: str, reveal) -> bytes:
-    """The pop's answer; ``reveal`` opens sealed fragments (see sealing.py)."""
+def _head(popped: Popped, group: str, claimed: int, queue: str, partition: str, partition_id: str) -> bytes:
+    """The answer's own keys before its messages, as a JSON object without its closing brace."""
+    head = {"success": True, "queue": queue, "partition": partition, "partitionId": partition_id,
+            "leaseId": popped.lease_id, "consumerGroup": group, "partitionsClaimed": claimed}
+    head.update(extras(popped))
+    return orjson.dumps(head)[:-1]
+
+
+def extras(popped: Popped) -> dict:
+    """What an answer carries beside its messages: the conflation echo (queen-mq checks it) and
+    autopilot's choice."""
+    extra: dict = {}
+    if popped.conflation:
+        extra["conflation"] = True
+    if popped.conflict:
+        extra["conflationConflict"] = True
+    if popped.plan is not None:
+        extra["autopilot"] = popped.plan.echo()
+    return extra
+
+
+def answers_empty(popped: Popped, request: PopRequest) -> bool:
+    """Whether an empty pop still answers with a body (200) rather than 204: when it must echo
+    the group's conflation (queen-mq checks the echo on every pop that asked for conflation),
+    or when it carries autopilot's advice to a consumer that polls without waiting."""
+    return popped.conflation or popped.conflict or (popped.plan is not None and not request.wait)
+
+
+def render_empty(popped: Popped, request: PopRequest) -> bytes:
+    return _head(popped, request.group, 0, request.queue or "", "", "") + b',"messages":[]}'
+
+
+def render(popped: Popped, group: str, reveal) -> bytes:
+    """The pop's JSON answer; ``reveal`` opens sealed fragments (see sealing.py)."""
+    rows = popped.rows
     first = rows[0]
     group_json = orjson.dumps(group)
-    lease_json = orjson.dumps(lease_id)
+    lease_json = orjson.dumps(popped.lease_id)
     messages: list[bytes] = []
     claimed: set[str] = set()
     for row in rows:
@@ -267,8 +401,5 @@ def render(rows, group: str, lease_id: str, reveal) -> bytes:
                   + b',"consumerGroup":' + group_json + b',"deliveryAttempt":' + str(row[4]).encode()
                   + b"}")
         messages.extend(b"{" + reveal(fragment) + suffix for fragment in row[5])
-    head = orjson.dumps({
-        "success": True, "queue": first[0], "partition": first[2], "partitionId": first[1],
-        "leaseId": lease_id, "consumerGroup": group, "partitionsClaimed": len(claimed),
-    })
-    return head[:-1] + b',"messages":[' + b",".join(messages) + b"]}"
+    head = _head(popped, group, len(claimed), first[0], first[2], first[1])
+    return head + b',"messages":[' + b",".join(messages) + b"]}"

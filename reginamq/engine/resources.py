@@ -122,6 +122,9 @@ async def queue_detail(conn, queue: str, page: Page) -> dict:
     return entry
 
 
+GROUP_CONFLATES_SQL = "SELECT conflation FROM rq_consumer_groups WHERE queue_id = $1 AND name = $2"
+
+
 async def depth(conn, queue: str, group: str | None, page: Page) -> dict:
     queue_id = await conn.fetchval("SELECT id FROM rq_queues WHERE name = $1", queue)
     if queue_id is None:
@@ -131,13 +134,15 @@ async def depth(conn, queue: str, group: str | None, page: Page) -> dict:
     totals = await conn.fetchrow("SELECT * FROM rq_res_depth_totals($1, $2)", queue_id, group)
     rows = await conn.fetch("SELECT * FROM rq_res_depth_page($1, $2, $3, $4)", queue_id, group,
                             page.limit, page.offset)
+    # a conflating group gets one message a partition: its backlog is the partitions with any
+    conflating = group is not None and bool(await conn.fetchval(GROUP_CONFLATES_SQL, queue_id, group))
     return {
         "queue": queue,
         "group": group,
         "pending": totals["pending"],
         "partitionsPending": totals["partitions_pending"],
-        "conflation": False,
-        "effectivePending": totals["pending"],
+        "conflation": conflating,
+        "effectivePending": totals["partitions_pending"] if conflating else totals["pending"],
         "partitions": [{"partition": r["partition_name"], "pending": r["pending"]} for r in rows],
         "partitionCount": totals["partitions"],
         "limit": page.limit,

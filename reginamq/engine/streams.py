@@ -27,7 +27,7 @@ from reginamq.engine import ack as acks
 from reginamq.engine import push as pushes
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.errors import BadRequest, QueueFull
-from reginamq.engine.names import check_name, check_queue_name, check_uuid
+from reginamq.engine.names import check_name, check_partition_id, check_queue_name, check_uuid
 from reginamq.engine.sealing import Sealer
 
 REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5)"
@@ -103,7 +103,8 @@ async def register(conn, body: Register) -> dict:
 
 
 async def state(conn, body: StateGet) -> bytes:
-    query_id, partition_id = check_uuid("query_id", body.query_id), check_uuid("partition_id", body.partition_id)
+    query_id = check_uuid("query_id", body.query_id)
+    partition_id = check_partition_id("partition_id", body.partition_id)
     keys = [_check_key(key) for key in body.keys or []]
     if len(keys) > MAX_KEYS:
         raise BadRequest(f"at most {MAX_KEYS} keys per read")
@@ -118,7 +119,8 @@ async def state(conn, body: StateGet) -> bytes:
 
 def prepare(body: Cycle, producer_sub: str | None) -> tuple:
     """Validate everything before the database is touched."""
-    query_id, partition_id = check_uuid("query_id", body.query_id), check_uuid("partition_id", body.partition_id)
+    query_id = check_uuid("query_id", body.query_id)
+    partition_id = check_partition_id("partition_id", body.partition_id)
     if len(body.state_ops) > MAX_STATE_OPS:
         raise BadRequest(f"at most {MAX_STATE_OPS} state_ops per cycle", status=413)
     for op in body.state_ops:

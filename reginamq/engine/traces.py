@@ -15,7 +15,7 @@ import uuid_utils
 
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import QUEUE_MODE, check_name, check_uuid
+from reginamq.engine.names import QUEUE_MODE, check_name, check_partition_id
 
 MAX_DATA_BYTES = 64 * 1024
 MAX_NAMES = 16
@@ -58,7 +58,7 @@ def prepare(body: TraceBody) -> PreparedTrace:
     group = body.consumerGroup
     return PreparedTrace(
         id=str(uuid_utils.uuid7()),
-        partition_id=check_uuid("partitionId", body.partitionId),
+        partition_id=check_partition_id("partitionId", body.partitionId),
         txid=check_name("transactionId", body.transactionId),
         group=None if group in (None, "", QUEUE_MODE) else check_name("consumerGroup", group),
         event_type=check_name("eventType", body.eventType or "info"),

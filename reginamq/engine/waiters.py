@@ -73,8 +73,10 @@ async def announce(conn: asyncpg.Connection, notices: list[str], channel: str = 
 
 class Waiters:
     def __init__(self, on_config_change: Callable[[], None] = lambda: None,
-                 hot: HotPartitions | None = None) -> None:
+                 hot: HotPartitions | None = None,
+                 on_queue_change: Callable[[str], None] = lambda _queue: None) -> None:
         self._on_config_change = on_config_change
+        self._on_queue_change = on_queue_change
         self._hot = hot
         self._syncs: dict[str, asyncio.Future] = {}
         self._gathering: asyncio.Future | None = None  # the sync round not sent yet
@@ -204,6 +206,8 @@ class Waiters:
 
     def _on_notify(self, _conn, _pid, _channel, payload: str) -> None:
         queue, _, partitions = payload.partition("\n")
+        if not partitions:  # a consumer group sought or deleted: not a push
+            self._on_queue_change(queue)
         if self._hot is not None:
             if partitions:
                 self._hot.pushed(queue, partitions.split(","))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reginamq.engine import browse
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_name, check_queue_name, check_uuid, group_or_queue_mode
+from reginamq.engine.names import check_name, check_partition_id, check_queue_name, group_or_queue_mode
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
@@ -18,7 +18,7 @@ def _group(request: Request) -> str:
 
 
 def _address(request: Request) -> tuple[str, str]:
-    return (check_uuid("partitionId", request.path_params["partitionId"]),
+    return (check_partition_id("partitionId", request.path_params["partitionId"]),
             check_name("transactionId", request.path_params["transactionId"]))
 
 

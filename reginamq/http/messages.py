@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 
 from reginamq.engine import ack as acks
 from reginamq.engine import pop as pops
 from reginamq.engine import push as pushes
 from reginamq.engine import transaction as transactions
 from reginamq.engine.errors import BadRequest
-from reginamq.engine.names import check_name, check_queue_name, check_uuid, group_or_queue_mode
+from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.options import MAX_SECONDS
-from reginamq.http import binary_push, responses
+from reginamq.http import binary_push, pop_frames, responses
 from reginamq.http.request import Request, decode_json, json_object
 from reginamq.runtime import Broker
 
@@ -55,33 +56,57 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
     mode = request.query("subscriptionMode") or broker.settings.default_subscription_mode
     if mode not in SUBSCRIPTION_MODES:
         raise BadRequest("subscriptionMode must be one of: all, new, new-only")
+    group = group_or_queue_mode(request.query("consumerGroup"))
+    auto_ack = request.query_bool("autoAck", False)
+    conflation = request.query_bool("conflation", None)
+    if conflation and group == QUEUE_MODE:
+        return _refused("conflation requires consumerGroup: queue mode is one cursor shared by every consumer, "
+                        "with no group to hold a delivery policy")
+    if conflation and auto_ack:
+        return _refused("conflation cannot be combined with autoAck: the newest message would be consumed "
+                        "at delivery, with no lease to retry it if its handler fails")
     pop_request = pops.PopRequest(
         queue=None if queue is None else check_queue_name(queue),
         partition=partition,
         namespace=namespace,
         task=task,
-        group=group_or_queue_mode(request.query("consumerGroup")),
-        batch=request.query_int("batch", 200, 1, MAX_BATCH),
-        partitions=request.query_int("partitions", 1, 1, MAX_PARTITIONS_PER_POP),
-        auto_ack=request.query_bool("autoAck", False),
+        group=group,
+        batch=request.query_int("batch", None, 1, MAX_BATCH),
+        partitions=request.query_int("partitions", None, 1, MAX_PARTITIONS_PER_POP),
+        auto_ack=auto_ack,
         wait=request.query_bool("wait", False),
         timeout_ms=request.query_int("timeout", 30_000, 0, MAX_TIMEOUT_MS),
         lease_seconds=request.query_int("leaseSeconds", 0, 0, MAX_SECONDS),
         subscription_mode=SUBSCRIPTION_MODES[mode],
         subscription_from=request.query_timestamp("subscriptionFrom"),
+        autopilot=request.query_bool("autopilot", False),
+        conflation=conflation,
     )
+    framed = request.query_bool("frames", False)
     client_gone = None
     if pop_request.wait and request.wait_disconnect is not None:
         client_gone = asyncio.ensure_future(request.wait_disconnect())
     try:
-        body = await pops.pop(broker, pop_request, client_gone)
+        popped = await pops.pop(broker, pop_request, client_gone)
     finally:
         if client_gone is not None:
             client_gone.cancel()
-    if body is None:
+    if not popped.rows:
         broker.meter.empty_pop()
+        if pops.answers_empty(popped, pop_request):
+            return 200, pops.render_empty(popped, pop_request)
         return responses.NO_CONTENT
-    return 200, body
+    if framed:
+        try:
+            return 200, pop_frames.render(popped, group, broker.sealer.reveal), pop_frames.CONTENT_TYPE
+        except pop_frames.NotFramable:
+            pass  # queen-mq reads the JSON answer as well: it tells them apart by their first bytes
+    return 200, pops.render(popped, group, broker.sealer.reveal)
+
+
+def _refused(error: str) -> responses.Response:
+    """A pop refused for its parameters, in the shape of a pop's answer (queen-mq raises it)."""
+    return responses.json(400, {"success": False, "error": error, "messages": []})
 
 
 async def ack(broker: Broker, request: Request) -> responses.Response:
@@ -97,6 +122,9 @@ async def ack_batch(broker: Broker, request: Request) -> responses.Response:
 async def _acks(broker: Broker, prepared: acks.PreparedAcks) -> responses.Response:
     answers = await broker.run(lambda conn: acks.write(conn, prepared))
     broker.meter.acked(answers)
+    if broker.autopilot.awaiting_acks:
+        for lease_id, count in collections.Counter(filter(None, prepared.leases)).items():
+            broker.autopilot.acked(lease_id, count)
     return responses.json(200, answers)
 
 

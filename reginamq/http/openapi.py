@@ -99,8 +99,9 @@ QUEUE_PATH = path("queue", SEGMENT)
 GROUP_PATH = path("group", SEGMENT, "consumer group")
 GREEDY = "the rest of the path: the name may hold '/', sent unencoded (described here without)"
 POP_PARAMETERS = [
-    query("batch", int_range(1, 10_000, 200), "messages per pop"),
-    query("partitions", int_range(1, 1_000, 1), "partitions one pop may lease"),
+    query("batch", int_range(1, 10_000), "messages per pop (default 200; with autopilot the broker's choice)"),
+    query("partitions", int_range(1, 1_000), "partitions one pop may lease (default 1; with autopilot the "
+                                              "broker's choice)"),
     query("autoAck", QUERY_BOOL),
     query("wait", QUERY_BOOL, "long poll until a message arrives or timeout passes"),
     query("timeout", int_range(0, 3_600_000, 30_000), "milliseconds a long poll waits"),
@@ -108,8 +109,9 @@ POP_PARAMETERS = [
     query("consumerGroup", NAME, "default: queue mode"),
     query("subscriptionMode", {"type": "string", "enum": ["all", "new", "new-only"]}),
     query("subscriptionFrom", TIMESTAMP),
-    query("autopilot", STRING, "accepted and ignored"),
-    query("conflation", STRING, "accepted and ignored"),
+    query("autopilot", QUERY_BOOL, "the broker sizes batch and/or partitions where they are not given"),
+    query("conflation", QUERY_BOOL, "last-value delivery: a named group's policy, fixed at its first pop"),
+    query("frames", QUERY_BOOL, "the messages as binary frames (application/x-queen-pop) where they fit"),
 ]
 
 # -- answers ------------------------------------------------------------------------------------
@@ -163,8 +165,11 @@ MESSAGE = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING
                "consumerGroup": STRING, "deliveryAttempt": INTEGER},
               ["id", "transactionId", "data", "createdAt", "partitionId", "partition"])
 POP = obj({"success": BOOLEAN, "queue": STRING, "partition": STRING, "partitionId": STRING,
-           "leaseId": STRING, "consumerGroup": STRING, "partitionsClaimed": INTEGER, "messages": array(MESSAGE)})
-POP_ERROR = obj({"error": STRING})
+           "leaseId": STRING, "consumerGroup": STRING, "partitionsClaimed": INTEGER, "messages": array(MESSAGE),
+           "conflation": {"const": True}, "conflationConflict": {"const": True},
+           "autopilot": obj({"partitions": INTEGER, "batch": INTEGER, "waitMs": INTEGER})})
+POP_ERROR = obj({"success": {"const": False}, "error": STRING, "messages": array(ANY)}, ["error"])
+FRAMED_POP = "application/x-queen-pop"
 ACK_RESULT = obj({"index": INTEGER, "transactionId": STRING, "success": BOOLEAN, "error": NULLABLE_STRING,
                   "leaseReleased": BOOLEAN, "dlq": BOOLEAN, "noop": BOOLEAN},
                  ["index", "transactionId", "success"])
@@ -256,7 +261,7 @@ def json_or_binary(schema: dict, layout: str) -> dict:
 
 
 def op(summary: str, answers: dict[int, dict | None], *, parameters: list | None = None,
-       request: dict | None = None, text: str | None = None) -> dict:
+       request: dict | None = None, text: str | None = None, binary: str | None = None) -> dict:
     """``answers``: status -> JSON schema (None: no body). Every operation also answers 503
     (database unavailable); one with inputs answers 400, one with a body 413 and 415."""
     answers = dict(answers)
@@ -283,6 +288,8 @@ def op(summary: str, answers: dict[int, dict | None], *, parameters: list | None
         else:
             response = {"description": _REASONS.get(status, "answer"),
                         "content": {"application/json": {"schema": schema}}}
+            if status == 200 and binary is not None:  # the same answer, binary when asked for
+                response["content"][binary] = {"schema": {"type": "string", "format": "binary"}}
         out["responses"][str(status)] = response
     return out
 
@@ -324,12 +331,13 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                                 "8 client-framed messages")),
     ("GET", "/api/v1/pop"): op(
         "pop across the queues of a namespace and/or task", {200: POP, 204: None, 400: POP_ERROR},
-        parameters=[query("namespace", NAME), query("task", NAME), *POP_PARAMETERS]),
+        parameters=[query("namespace", NAME), query("task", NAME), *POP_PARAMETERS], binary=FRAMED_POP),
     ("GET", "/api/v1/pop/queue/{queue}"): op(
-        "pop from any partition of a queue", {200: POP, 204: None}, parameters=[QUEUE_PATH, *POP_PARAMETERS]),
+        "pop from any partition of a queue", {200: POP, 204: None, 400: POP_ERROR},
+        parameters=[QUEUE_PATH, *POP_PARAMETERS], binary=FRAMED_POP),
     ("GET", "/api/v1/pop/queue/{queue}/partition/{partition*}"): op(
-        "pop from one partition", {200: POP, 204: None},
-        parameters=[QUEUE_PATH, path("partition", SEGMENT, GREEDY), *POP_PARAMETERS]),
+        "pop from one partition", {200: POP, 204: None, 400: POP_ERROR},
+        parameters=[QUEUE_PATH, path("partition", SEGMENT, GREEDY), *POP_PARAMETERS], binary=FRAMED_POP),
     ("POST", "/api/v1/ack"): op("acknowledge one message", {200: array(ACK_RESULT)}, request=body(ref("Ack"))),
     ("POST", "/api/v1/ack/batch"): op("acknowledge many messages", {200: array(ACK_RESULT)},
                                       request=body(ref("AckBatch"))),

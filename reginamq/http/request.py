@@ -14,6 +14,7 @@ from reginamq.engine.errors import BadRequest
 from reginamq.http import jsonlimits
 
 T = TypeVar("T")
+D = TypeVar("D")
 JSON_TYPES = ("application/json", "text/plain", "+json")
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
@@ -48,7 +49,7 @@ class Request:
         values = self._query.get(name)
         return values[-1] if values else None
 
-    def query_int(self, name: str, default: int, low: int, high: int) -> int:
+    def query_int(self, name: str, default: D, low: int, high: int) -> int | D:
         raw = self.query(name)
         if raw is None or raw == "":
             return default
@@ -60,7 +61,7 @@ class Request:
             raise BadRequest(f"query parameter {name} must be between {low} and {high}")
         return value
 
-    def query_bool(self, name: str, default: bool) -> bool:
+    def query_bool(self, name: str, default: D) -> bool | D:
         raw = self.query(name)
         if raw is None:
             return default

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reginamq.engine import traces
-from reginamq.engine.names import check_name, check_uuid
+from reginamq.engine.names import check_name, check_partition_id
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
@@ -21,7 +21,7 @@ async def record(broker: Broker, request: Request) -> responses.Response:
 
 
 async def for_message(broker: Broker, request: Request) -> responses.Response:
-    partition_id = check_uuid("partitionId", request.path_params["partitionId"])
+    partition_id = check_partition_id("partitionId", request.path_params["partitionId"])
     txid = check_name("transactionId", request.path_params["transactionId"])
     limit = request.query_int("limit", MAX_TIMELINE, 1, MAX_TIMELINE)
     return responses.json(200, await broker.run(lambda conn: traces.for_message(conn, partition_id, txid, limit)))

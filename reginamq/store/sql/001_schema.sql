@@ -35,9 +35,22 @@ ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS min_pop_wait_ms int
 ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS encryption_enabled bool
     GENERATED ALWAYS AS ((options->>'encryptionEnabled')::bool) STORED;
 
+-- A partition's id is a UUID whose first eight bytes are a number of its own and whose last
+-- eight are zero: the framed pop answer carries a partition as a 64-bit integer, and the
+-- broker reads that integer back into the UUID (engine/names.py) without a lookup. The numbers
+-- come from a sequence, scrambled (multiplied by an odd constant modulo 2^64, a bijection), so
+-- ids stay unique by construction yet spread evenly over the id space, which retention's
+-- parallel workers split into equal ranges (maintenance/retention.py).
+CREATE SEQUENCE IF NOT EXISTS rq_partition_numbers;
+CREATE OR REPLACE FUNCTION rq_new_partition_id() RETURNS uuid LANGUAGE sql VOLATILE AS $$
+    SELECT (lpad(to_hex((CASE WHEN x >= 9223372036854775808 THEN x - 18446744073709551616 ELSE x END)::bigint),
+                 16, '0') || '0000000000000000')::uuid
+    FROM (SELECT (nextval('rq_partition_numbers')::numeric * 11400714819323198485) % 18446744073709551616 AS x) n
+$$;
+
 -- The partition row is also the per-partition write lock and offset allocator.
 CREATE TABLE IF NOT EXISTS rq_partitions (
-    id             uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id             uuid PRIMARY KEY DEFAULT rq_new_partition_id(),
     queue_id       bigint NOT NULL,
     name           text NOT NULL,
     last_offset    bigint NOT NULL DEFAULT -1,
@@ -46,6 +59,8 @@ CREATE TABLE IF NOT EXISTS rq_partitions (
     created_at     timestamptz NOT NULL DEFAULT now(),
     UNIQUE (queue_id, name)
 ) WITH (fillfactor = 70, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
+-- (re)attached on every schema run: 000_functions.sql drops rq_new_partition_id, and the default with it
+ALTER TABLE rq_partitions ALTER COLUMN id SET DEFAULT rq_new_partition_id();
 -- Pop candidates: the most recently written partitions first (the sweep walks the unique
 -- (queue_id, name) index). last_write_at moves at most once a second per partition, so most
 -- pushes stay HOT updates.
@@ -126,6 +141,8 @@ CREATE TABLE IF NOT EXISTS rq_consumer_groups (
     created_at         timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (queue_id, name)
 );
+-- Last-value delivery (queen-mq's conflation()): fixed at the group's first pop on the queue.
+ALTER TABLE rq_consumer_groups ADD COLUMN IF NOT EXISTS conflation bool NOT NULL DEFAULT false;
 
 CREATE TABLE IF NOT EXISTS rq_dlq (
     id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),

@@ -177,22 +177,31 @@ BEGIN
 END;
 $$;
 
--- A named group's durable subscription on each of these queues it has not read before; returns
--- how many it registered. Generic plans (see rq_pop_hinted) for the same reason.
+-- A named group's durable subscription on each of these queues it has not read before, with its
+-- delivery policy (p_conflation: NULL when the pop did not say, which registers plain delivery);
+-- returns how many it registered and the queues on which the group conflates. A policy stored
+-- earlier wins over the pop's; where another pop is registering the group at this moment, this
+-- pop's own policy applies to it once. Generic plans (see rq_pop_hinted) for the same reason.
 CREATE OR REPLACE FUNCTION rq_register_group(p_qids bigint[], p_group text, p_sub_mode text,
-                                             p_sub_from timestamptz)
-RETURNS int LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
-    WITH registered AS (
-        INSERT INTO rq_consumer_groups (queue_id, name, subscription_mode, subscription_from)
+                                             p_sub_from timestamptz, p_conflation bool,
+                                             OUT registered int, OUT conflating bigint[])
+LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
+    WITH known AS (
+        SELECT g.queue_id, g.conflation FROM rq_consumer_groups g
+        WHERE g.queue_id = ANY (p_qids) AND g.name = p_group
+    ), added AS (
+        INSERT INTO rq_consumer_groups (queue_id, name, subscription_mode, subscription_from, conflation)
         SELECT q.id, p_group, p_sub_mode,
-               CASE WHEN p_sub_mode = 'new' THEN coalesce(p_sub_from, now()) ELSE p_sub_from END
+               CASE WHEN p_sub_mode = 'new' THEN coalesce(p_sub_from, now()) ELSE p_sub_from END,
+               coalesce(p_conflation, false)
         FROM rq_queues q
-        WHERE q.id = ANY (p_qids)
-          AND NOT EXISTS (SELECT 1 FROM rq_consumer_groups g WHERE g.queue_id = q.id AND g.name = p_group)
+        WHERE q.id = ANY (p_qids) AND q.id NOT IN (SELECT k.queue_id FROM known k)
         ON CONFLICT DO NOTHING
         RETURNING 1
     )
-    SELECT count(*)::int FROM registered
+    SELECT (SELECT count(*)::int FROM added),
+           ARRAY(SELECT qid FROM unnest(p_qids) AS qid LEFT JOIN known k ON k.queue_id = qid
+                 WHERE coalesce(k.conflation, p_conflation, false))
 $$;
 
 CREATE OR REPLACE FUNCTION rq_pop(
@@ -213,10 +222,12 @@ CREATE OR REPLACE FUNCTION rq_pop(
     p_may_sweep       bool,
     p_hints           uuid[],
     p_hinted_since    timestamptz,
-    p_scan            bool
+    p_scan            bool,
+    p_conflation      bool,
+    p_report          bool
 ) RETURNS TABLE (queue_name text, partition_id uuid, partition_name text, created_at timestamptz,
                  attempt int, payloads bytea[], sweep_queue bigint, sweep_name text, swept bool,
-                 hints_left uuid[])
+                 hints_left uuid[], first_offset bigint, conflating bool)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queue_mode bool := p_group = '__QUEUE_MODE__';
@@ -243,6 +254,9 @@ DECLARE
     v_swept    bool;  -- NULL: the sweep did not run; else whether it found work
     v_moves    rq_stats_move[] := '{}';  -- what this call moved, for the statistics (012_stats.sql)
     v_registered int := 0;  -- durable subscriptions this call registered
+    v_conflating bigint[] := '{}';  -- the queues on which this group gets only the newest message
+    v_conflate bool;
+    v_tail     bigint;
 BEGIN
     -- The queues this pop reads. A pop names its queue (the common case) or a namespace/task
     -- selection; the two statements are kept apart so that each keeps one cached plan (a single
@@ -261,9 +275,11 @@ BEGIN
         RETURN;
     END IF;
 
-    -- A named group registers its durable subscription on every queue it first reads.
+    -- A named group registers its durable subscription (and delivery policy) on every queue it
+    -- first reads.
     IF NOT v_queue_mode THEN
-        v_registered := rq_register_group(v_qids, p_group, p_sub_mode, p_sub_from);
+        SELECT r.registered, r.conflating INTO v_registered, v_conflating
+        FROM rq_register_group(v_qids, p_group, p_sub_mode, p_sub_from, p_conflation) r;
     END IF;
 
     IF p_partition IS NOT NULL THEN
@@ -340,6 +356,7 @@ BEGIN
         END IF;
         CONTINUE WHEN v_cur.span_end IS NOT NULL AND v_cur.lease_expires_at > now();
 
+        v_conflate := v_cand.qid = ANY (v_conflating);
         v_from := greatest(v_cur.committed + 1, v_cand.log_start);
         SELECT p.last_offset INTO v_to FROM rq_partitions p WHERE p.id = v_cand.id;
         -- ttl: messages older than it are never delivered. Segments are written in time order,
@@ -367,7 +384,10 @@ BEGIN
                 v_from := v_live;
             END IF;
         END IF;
-        v_to := least(v_to, v_from + v_budget - 1);
+        -- A conflating group reads up to the newest message; any other reader up to its budget.
+        IF NOT v_conflate THEN
+            v_to := least(v_to, v_from + v_budget - 1);
+        END IF;
         IF v_cand.delayed_processing > 0 THEN
             SELECT max(s.end_offset) INTO v_visible FROM rq_segments s
             WHERE s.partition_id = v_cand.id AND s.base_offset <= v_to
@@ -375,11 +395,35 @@ BEGIN
               AND s.created_at <= now() - make_interval(secs => v_cand.delayed_processing);
             v_to := least(v_to, coalesce(v_visible, v_from - 1));
         END IF;
-        -- Deleted messages (rq_deleted, 010_messages.sql) are never delivered: leading ones
-        -- count as consumed (this cursor is locked and has no live lease), and the span stops
-        -- before the next one, so every leased offset is a real message and ack counting holds.
-        IF EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
-                     AND d.message_offset BETWEEN v_from AND v_to) THEN
+        IF v_conflate AND v_to >= v_from THEN
+            -- Last-value delivery: only the newest visible message that was not deleted goes
+            -- out; everything behind it is retired now (counted as skipped), so its lease covers
+            -- one message and its ack, retry and dead-lettering are those of any one message.
+            v_tail := v_to;
+            IF EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
+                         AND d.message_offset BETWEEN v_from AND v_to) THEN
+                WHILE v_tail >= v_from AND EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
+                                                     AND d.message_offset = v_tail) LOOP
+                    v_tail := v_tail - 1;
+                END LOOP;
+                IF v_tail < v_from THEN
+                    v_tail := v_to + 1;  -- every visible message was deleted: all of it is retired
+                END IF;
+            END IF;
+            IF v_tail > v_from THEN
+                UPDATE rq_consumers c SET committed = v_tail - 1
+                WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
+                v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0,
+                                          v_tail - 1 - greatest(v_cur.committed, v_cand.log_start - 1))::rq_stats_move;
+                v_cur.committed := v_tail - 1;
+            END IF;
+            v_from := v_tail;
+            v_to := least(v_to, v_tail);
+        ELSIF EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
+                        AND d.message_offset BETWEEN v_from AND v_to) THEN
+            -- Deleted messages (rq_deleted, 010_messages.sql) are never delivered: leading ones
+            -- count as consumed (this cursor is locked and has no live lease), and the span stops
+            -- before the next one, so every leased offset is a real message and ack counting holds.
             WHILE v_from <= v_to AND EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
                                                AND d.message_offset = v_from) LOOP
                 v_from := v_from + 1;
@@ -426,7 +470,7 @@ BEGIN
         SELECT v_cand.qname, v_cand.id, v_cand.name, s.created_at, v_attempt,
                s.payloads[(greatest(s.base_offset, v_from) - s.base_offset + 1)
                           :(least(s.end_offset, v_to) - s.base_offset + 1)],
-               v_sweep_queue, v_sweep_name, v_swept, NULL::uuid[]
+               v_sweep_queue, v_sweep_name, v_swept, NULL::uuid[], greatest(s.base_offset, v_from), v_conflate
         FROM rq_segments s
         WHERE s.partition_id = v_cand.id
           AND s.base_offset >= coalesce((SELECT s2.base_offset FROM rq_segments s2
@@ -463,10 +507,12 @@ BEGIN
     ELSE
         v_returnable := '{}';
     END IF;
-    IF cardinality(v_returnable) > 0 OR (NOT v_delivered AND v_swept IS NOT NULL) THEN
-        -- a last row without a message: where the sweep stands, and the hints handed back
+    IF cardinality(v_returnable) > 0 OR (NOT v_delivered AND v_swept IS NOT NULL) OR p_report THEN
+        -- a last row without a message: where the sweep stands, the hints handed back, and
+        -- whether the group conflates on the queues read (p_report: the broker asks once)
         RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
-                            NULL::bytea[], v_sweep_queue, v_sweep_name, v_swept, v_returnable;
+                            NULL::bytea[], v_sweep_queue, v_sweep_name, v_swept, v_returnable, NULL::bigint,
+                            cardinality(v_conflating) > 0;
     END IF;
 END;
 $$;

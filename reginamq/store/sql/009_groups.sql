@@ -153,12 +153,13 @@ BEGIN
         DELETE FROM rq_consumers c USING rq_partitions p
         WHERE p.queue_id = v_queue_id AND c.partition_id = p.id AND c.consumer_group = p_group;
         GET DIAGNOSTICS v_cursors = ROW_COUNT;
-        IF v_cursors > 0 THEN
-            PERFORM pg_notify('rq_push', p_queue);  -- the group may read it all again
-        END IF;
         IF p_metadata THEN
             DELETE FROM rq_consumer_groups g WHERE g.queue_id = v_queue_id AND g.name = p_group;
             GET DIAGNOSTICS v_subs = ROW_COUNT;
+        END IF;
+        IF v_cursors > 0 OR v_subs > 0 THEN
+            -- the group may read it all again, under a policy its next pop registers afresh
+            PERFORM pg_notify('rq_push', p_queue);
         END IF;
     ELSE
         DELETE FROM rq_consumers c WHERE c.consumer_group = p_group;
