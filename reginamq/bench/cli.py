@@ -88,6 +88,9 @@ def shape_options(function):
 @click.option("--binary-push", is_flag=True,
               help="Push with queen-mq's binary push body (application/x-queen-push: transactionIds, "
                    "answered with counts) instead of JSON.")
+@click.option("--framed-pop", is_flag=True,
+              help="Ask for pops' messages as binary frames (queen-mq's framed_pop, application/x-queen-pop) "
+                   "instead of JSON.")
 @click.option("--verify", is_flag=True,
               help="Account for every message: 0 lost, 0 reordered, 0 phantoms (exit 1 otherwise); "
                    "pushes and acks are retried, pushes to one partition are serialized.")
@@ -158,7 +161,7 @@ def ceiling(**flags) -> None:
 CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_namespace",
                  "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
-                 "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "verify",
+                 "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "framed_pop", "verify",
                  "pipeline_stages", "crash_after_pops", "retry_seconds"}
 
 

@@ -58,6 +58,7 @@ class BenchConfig:
     push_timeout: float = 30.0
     run_id: str = ""
     binary_push: bool = False
+    framed_pop: bool = False
     verify: bool = False
     pipeline_stages: int = 0
     crash_after_pops: int = 0

@@ -23,7 +23,7 @@ import time
 
 from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
 from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
-from reginamq.http import binary_push
+from reginamq.http import binary_push, pop_frames
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 BINARY_HEADERS = {"Content-Type": binary_push.CONTENT_TYPE}
@@ -342,6 +342,8 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
     import orjson
 
     params = {"batch": str(cfg.pop_batch), "subscriptionMode": "all"}
+    if cfg.framed_pop:
+        params["frames"] = "true"
     if group is not None:
         params["consumerGroup"] = group
     if not cfg.manual_ack:
@@ -402,7 +404,7 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
             await asyncio.sleep(0.1)
             continue
         empty_streak = 0
-        messages = orjson.loads(raw)["messages"]
+        messages = (pop_frames.decode(raw) if pop_frames.is_framed(raw) else orjson.loads(raw))["messages"]
         n = len(messages)
         c["popped"] += n
         reporter.latency.record_many([(received - m["data"]["s"]) // 1000 for m in messages])
