@@ -183,6 +183,25 @@ def auth_broker(database_url, tmp_path_factory):
         assert SECRET not in text, "the JWT secret appeared in the broker's log"
 
 
+# The key of the session's second broker, which can serve encrypted queues (docs/security.md).
+ENCRYPTION_KEY = os.urandom(32).hex()
+
+
+@pytest.fixture(scope="session")
+def keyed_broker(database_url, tmp_path_factory):
+    """A one-worker broker holding an encryption key, on the session's database."""
+    log_path = tmp_path_factory.mktemp("keyed") / "broker.log"
+    process, url = start_broker(database_url, workers=1, log_path=log_path,
+                                extra_env={"REGINAMQ_ENCRYPTION_KEY": ENCRYPTION_KEY, "REGINAMQ_LOG_LEVEL": "debug"})
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        text = log_path.read_text(errors="replace")
+        assert "Traceback" not in text, text[-4000:]
+        assert ENCRYPTION_KEY not in text, "the encryption key appeared in the broker's log"
+
+
 @pytest.fixture
 async def http(broker_url):
     async with httpx.AsyncClient(base_url=broker_url, timeout=30) as client:

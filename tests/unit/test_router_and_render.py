@@ -31,7 +31,7 @@ def test_pop_answer_is_the_stored_fragments_plus_delivery_fields():
     prepared = push.prepare(items)
     created = datetime(2026, 7, 30, 11, 2, 44, 512345, tzinfo=UTC)
     rows = [("q", "6f1c0a6e-5d0e-4c8f-9d4b-1f2e3d4c5b6a", "Default", created, 2, prepared.fragments)]
-    answer = orjson.loads(pop.render(rows, "billing", "lease-1", Sealer().reveal))
+    answer = orjson.loads(pop.render(pop.Popped(rows, "lease-1"), "billing", Sealer().reveal))
     assert answer["partitionsClaimed"] == 1 and answer["leaseId"] == "lease-1"
     first, second = answer["messages"]
     assert first["data"] == {"n": 1} and first["transactionId"] == "t1" and first["traceId"] is None
