@@ -118,7 +118,8 @@ async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
         async def pop(hints: list) -> list[str]:
             rows = await conn.fetch(
                 "SELECT partition_name FROM rq_pop($1, NULL, NULL, NULL, '__QUEUE_MODE__', 2000, 2000, true, 0,"
-                " gen_random_uuid(), 'all', NULL, NULL, NULL, false, $2, now(), false) WHERE partition_id IS NOT NULL",
+                " gen_random_uuid(), 'all', NULL, NULL, NULL, false, $2, now(), false, NULL, false)"
+                " WHERE partition_id IS NOT NULL",
                 queue, hints)
             return [row[0] for row in rows]
 

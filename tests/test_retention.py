@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
+from reginamq.store.database import apply_schema
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
 from tests.test_maintenance import _is, configure, consume_all, push, segments
 
@@ -550,12 +551,18 @@ async def test_the_database_stops_growing_under_steady_load(own_http, own_db, qu
     assert second - first < 0.4 * pushed_second_half, (first, second, pushed_second_half, samples)
 
 
-async def test_a_worker_walks_its_range_again_only_after_the_walk_period(database_url, monkeypatch):
+async def test_a_worker_walks_its_range_again_only_after_the_walk_period(fresh_database, monkeypatch):
     """A finished sweep is not repeated at once: at a million partitions walking again at once
-    kept PostgreSQL busy with data not due yet. Sweep steps are counted on the real database.
-    The sweep is not paced here (the next test covers that): a paced sweep over what the
-    session's other tests left could outlast this test's short walk period."""
+    kept PostgreSQL busy with data not due yet. Sweep steps are counted on a database of the
+    test's own, so that one round walks every range whatever the session's other tests left.
+    The sweep is not paced here (the next test covers that)."""
     from reginamq.maintenance import retention
+
+    database_url = fresh_database
+    await apply_schema(database_url)
+    async with connection(database_url) as conn:  # a few partitions in each worker's range
+        await conn.execute("SELECT rq_provision(array_fill('walked'::text, ARRAY[64]), "
+                           "ARRAY(SELECT 'p' || n FROM generate_series(1, 64) n), '{}'::jsonb)")
 
     monkeypatch.setattr(retention, "WALK_SHARE", float("inf"))
     sweep_steps = []

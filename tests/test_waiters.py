@@ -15,9 +15,10 @@ import asyncpg
 import msgspec
 
 from reginamq.engine import push, queues
+from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.hotlist import HotPartitions
-from reginamq.engine.pop import FillWaits, PopRequest, SweepPositions, pop
+from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPositions, pop
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.process_metrics import Meter
@@ -182,7 +183,8 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
     await waiters.listen(database_url)
     run = runner(database_url)
     broker = types.SimpleNamespace(waiters=waiters, run=run, sweeps=SweepPositions(), hot=hot,
-                                   fill_waits=fill_waits, sealer=Sealer(), meter=Meter())
+                                   fill_waits=fill_waits, sealer=Sealer(), meter=Meter(), policies=GroupPolicies(),
+                                   autopilot=Autopilot())
     queue = f"w-{uuid.uuid4().hex[:8]}"
     request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
                          batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,
@@ -206,6 +208,6 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
         assert not popping.done()  # one message of three: it waits for the batch to fill
         await push_one(database_url, queue)
         await push_one(database_url, queue)
-        assert len(msgspec.json.decode(await asyncio.wait_for(popping, 10))["messages"]) == 3
+        assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 10)).rows) == 3
     finally:
         await waiters.stop()

@@ -32,6 +32,7 @@ LAST_RECHECK = 1.0
 DEFAULT_BATCH = 200
 DEFAULT_PARTITIONS = 1
 MAX_CONFLATING_PARTITIONS = 64  # a conflating pop claims up to this many partitions, one message each
+MAX_KNOWN_POLICIES = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +80,8 @@ class GroupPolicies:
         return self._known.get(key)
 
     def record(self, key: tuple, conflating: bool) -> None:
+        if len(self._known) >= MAX_KNOWN_POLICIES:  # bounded: what is dropped is asked again
+            self._known.clear()
         self._known[key] = conflating
 
     def forget(self, queue: str | None = None) -> None:

@@ -167,7 +167,9 @@ MESSAGE = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING
 POP = obj({"success": BOOLEAN, "queue": STRING, "partition": STRING, "partitionId": STRING,
            "leaseId": STRING, "consumerGroup": STRING, "partitionsClaimed": INTEGER, "messages": array(MESSAGE),
            "conflation": {"const": True}, "conflationConflict": {"const": True},
-           "autopilot": obj({"partitions": INTEGER, "batch": INTEGER, "waitMs": INTEGER})})
+           "autopilot": obj({"partitions": INTEGER, "batch": INTEGER, "waitMs": INTEGER})},
+          ["success", "queue", "partition", "partitionId", "leaseId", "consumerGroup", "partitionsClaimed",
+           "messages"])
 POP_ERROR = obj({"success": {"const": False}, "error": STRING, "messages": array(ANY)}, ["error"])
 FRAMED_POP = "application/x-queen-pop"
 ACK_RESULT = obj({"index": INTEGER, "transactionId": STRING, "success": BOOLEAN, "error": NULLABLE_STRING,

@@ -179,7 +179,7 @@ async def test_only_a_lease_pop_commits_without_waiting_for_the_disk(http, queue
         async with db.transaction():
             rows = await db.fetch(
                 "SELECT partition_name FROM rq_pop($1, NULL, NULL, NULL, $2, 1, 1, $3, 0, gen_random_uuid(),"
-                " 'all', NULL, NULL, NULL, true, '{}', NULL, true) WHERE partition_id IS NOT NULL",
+                " 'all', NULL, NULL, NULL, true, '{}', NULL, true, NULL, false) WHERE partition_id IS NOT NULL",
                 queue, group, auto_ack)
             return [row[0] for row in rows], await db.fetchval("SELECT current_setting('synchronous_commit')")
 
