@@ -102,6 +102,13 @@ async def test_a_bare_token_is_accepted_like_queen_does(authed):
     assert (await authed.get("/api/v1/status", headers={"Authorization": mint("read-only")})).status_code == 200
 
 
+async def test_status_needs_a_read_only_token_as_on_queen(authed):
+    assert_refused(await authed.get("/status"), 401)
+    assert_refused(await authed.get("/status", headers=bearer(mint("write-only"))), 403, "insufficient_scope")
+    answer = await authed.get("/status", headers=bearer(mint("read-only")))
+    assert answer.status_code == 200 and answer.json() == {"status": "ok", "engine": "reginamq"}
+
+
 async def test_a_valid_token_without_a_known_role_is_403(authed):
     answer = await authed.get("/api/v1/status", headers=bearer(mint("superuser")))
     assert_refused(answer, 403, "insufficient_scope")

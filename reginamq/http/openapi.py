@@ -325,6 +325,11 @@ CONSOLE_FILE = op("a static file of the web console", {200: None, 404: ERROR},
 CONSOLE_FILE["responses"]["200"]["content"] = {kind: {"schema": STRING}
                                                for kind in sorted(set(console.CONTENT_TYPES.values()))}
 
+# Liveness asks nothing of the database, so it has no 503.
+ALIVE = op("liveness: the broker process answers (the database is not asked)",
+           {200: obj({"status": {"const": "ok"}, "engine": {"const": "reginamq"}})})
+del ALIVE["responses"]["503"]
+
 OPERATIONS: dict[tuple[str, str], dict] = {
     ("POST", "/api/v1/push"): op(
         "push messages (a queue and partition are created by the first push naming them)",
@@ -353,7 +358,8 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("DELETE", "/api/v1/resources/queues/{queue}"): op(
         "delete a queue and everything in it", {200: obj({"deleted": BOOLEAN, "queue": STRING})},
         parameters=[QUEUE_PATH]),
-    ("GET", "/health"): op("liveness of the broker and its database", {200: HEALTH, 503: HEALTH}),
+    ("GET", "/health"): op("readiness: the broker and its database", {200: HEALTH, 503: HEALTH}),
+    ("GET", "/status"): ALIVE,
     ("GET", "/openapi.json"): op("this document", {200: {"type": "object"}}),
     ("GET", "/api/v1/dlq"): op(
         "a page of dead letters, newest failures first",

@@ -35,7 +35,7 @@ from reginamq.http import (
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
 from reginamq.runtime import Broker
-from reginamq.security.roles import ADMIN, PUBLIC, READ_WRITE, REQUIREMENTS, WRITE_ONLY
+from reginamq.security.roles import ADMIN, PUBLIC, READ_ONLY, READ_WRITE, REQUIREMENTS, WRITE_ONLY
 
 Handler = Callable[[Broker, Request], Awaitable[Response]]
 
@@ -71,6 +71,8 @@ ROUTES: list[Route] = table(
     ("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue, ADMIN),
     # Load balancers and orchestrators probe it without credentials; it tells only "up".
     ("GET", "/health", status.health, PUBLIC),
+    # Liveness as Queen serves it: read-only like Queen's, so only probes holding a token see it.
+    ("GET", "/status", status.alive, READ_ONLY),
     # The protocol's description: the same for every broker, no data and no secrets in it.
     ("GET", "/openapi.json", openapi.serve, PUBLIC),
     *dlq.ROUTES,

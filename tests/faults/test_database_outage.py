@@ -70,6 +70,9 @@ def outage(own_postgres, tmp_path, workers: int) -> None:
         server.stop(mode="immediate")
         down_at = time.monotonic()
         assert wait_for(lambda: health(url) == 503, 10) is not None, "health did not turn 503"
+        # liveness is the process's, not the database's
+        alive = get(url, "/status")
+        assert alive.status_code == 200 and alive.json() == {"status": "ok", "engine": "reginamq"}, alive.text
         # pops and acks need the database: a clear 503 (a push is spooled instead)
         pop = get(url, "/api/v1/pop/queue/outage-probe", wait="false")
         assert pop.status_code == 503, pop.text
