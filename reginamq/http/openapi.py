@@ -452,7 +452,7 @@ OPERATIONS: dict[tuple[str, str], dict] = {
             200: obj({"success": BOOLEAN, "deleted": {"type": ["integer", "boolean"]}, "partitionId": STRING,
                       "transactionId": STRING}), 404: ERROR},
         parameters=[path("partitionId", UUID), path("transactionId", SEGMENT, GREEDY)]),
-    ("POST", "/api/v1/traces"): op("record a trace event", {201: obj({"success": BOOLEAN, "id": STRING,
+    ("POST", "/api/v1/traces"): op("record a trace event", {201: obj({"success": BOOLEAN, "traceId": UUID,
                                                                       "createdAt": STAMP})},
                                    request=body(ref("TraceBody"))),
     ("GET", "/api/v1/traces/names"): op(

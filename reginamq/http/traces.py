@@ -1,4 +1,8 @@
-"""Traces routes: record, by message, by name, names."""
+"""Traces routes: record, by message, by name, names.
+
+Recording answers 201 ``{success, traceId, createdAt}``: ``traceId`` as Queen names the new
+trace's id (the official client hands the answer back from ``msg.trace()``).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ MAX_TIMELINE = 10_000
 async def record(broker: Broker, request: Request) -> responses.Response:
     trace = traces.prepare(request.json(traces.TraceBody))
     created_at = await broker.run(lambda conn: traces.add(conn, trace))
-    return responses.json(201, {"success": True, "id": trace.id,
+    return responses.json(201, {"success": True, "traceId": trace.id,
                                 "createdAt": traces.iso_millis(created_at).decode()})
 
 

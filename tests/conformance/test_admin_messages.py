@@ -40,12 +40,14 @@ async def test_traces_recorded_by_a_consumer_are_found(queen, queue):
     async def handler(message):
         result = await message["trace"]({"traceName": f"{queue}-flow", "data": {"step": "handled"}})
         assert result["success"] is True
-        seen.append(message)
+        seen.append((message, result))
 
     await asyncio.wait_for(queen.queue(queue).batch(1).limit(1).consume(handler), CONSUME_DEADLINE)
-    [message] = seen
+    [(message, result)] = seen
     timeline = await queen.admin.get_traces_for_message(message["partitionId"], pushed["transaction_id"])
     assert [t["data"] for t in timeline["traces"]] == [{"step": "handled"}]
+    # the 201 carries the new trace's id as Queen's traceId, and msg.trace() hands it back
+    assert timeline["traces"][0]["id"] == result["traceId"]
     by_name = await queen.admin.get_traces_by_name(f"{queue}-flow")
     assert by_name["total"] == 1 and by_name["traces"][0]["transactionId"] == pushed["transaction_id"]
     names = await queen.admin.get_trace_names(search=f"{queue}-flow")

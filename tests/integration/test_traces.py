@@ -17,19 +17,23 @@ async def record(http, body):
     response = await http.post("/api/v1/traces", json=body)
     assert response.status_code == 201, response.text
     answer = response.json()
-    assert answer["success"] is True and uuid.UUID(answer["id"])
+    assert set(answer) == {"success", "traceId", "createdAt"}
+    assert answer["success"] is True and uuid.UUID(answer["traceId"]) and ISO_MILLIS.match(answer["createdAt"])
     return answer
 
 
 async def test_a_message_timeline_in_order(http):
     pid, txid, name = str(uuid.uuid4()), unique("tx"), unique("flow")
-    await record(http, trace_body(pid, txid, {"step": 1}, traceNames=[name], consumerGroup="__QUEUE_MODE__"))
-    await record(http, trace_body(pid, txid, {"step": 2}, eventType="error", consumerGroup="billing",
-                                  traceNames=None))
-    await record(http, trace_body(pid, txid, "three"))
+    recorded = [
+        await record(http, trace_body(pid, txid, {"step": 1}, traceNames=[name], consumerGroup="__QUEUE_MODE__")),
+        await record(http, trace_body(pid, txid, {"step": 2}, eventType="error", consumerGroup="billing",
+                                      traceNames=None)),
+        await record(http, trace_body(pid, txid, "three"))]
     body = (await http.get(f"/api/v1/traces/{pid}/{txid}")).json()
     assert body["count"] == 3
     steps = body["traces"]
+    assert [t["id"] for t in steps] == [r["traceId"] for r in recorded]
+    assert [t["createdAt"] for t in steps] == [r["createdAt"] for r in recorded]
     assert [t["data"] for t in steps] == [{"step": 1}, {"step": 2}, "three"]
     assert [t["eventType"] for t in steps] == ["info", "error", "info"]
     assert [t["consumerGroup"] for t in steps] == [None, "billing", None]
