@@ -265,17 +265,18 @@ def test_group_list_lag_seek_delete(ctl):
     assert lagging.exit_code == 0 and [g["name"] for g in json.loads(lagging.stdout)] == [group]
     detail = ctl("group", "lag", group, "--json")
     assert detail.exit_code == 0
-    assert [(p["partition"], p["lag"]) for p in json.loads(detail.stdout)["partitions"]] == [("p", 2)]
+    assert [(p["partition"], p["offsetLag"]) for p in json.loads(detail.stdout)[queue]["partitions"]] == [("p", 2)]
     human = ctl("group", "lag", group)
     assert human.exit_code == 0 and queue in human.stdout
-    assert ctl("group", "lag", name("nobody")).exit_code == 1  # 404
+    nobody = ctl("group", "lag", name("nobody"))
+    assert nobody.exit_code == 1 and "does not read any queue" in nobody.stderr
 
     to_end = ctl("group", "seek", group, "-q", queue, "--to-end", "--json")
     assert to_end.exit_code == 0 and json.loads(to_end.stdout)["partitionsUpdated"] == 1
-    assert json.loads(ctl("group", "lag", group, "--json").stdout)["totalLag"] == 0
+    assert json.loads(ctl("group", "lag", group, "--json").stdout)[queue]["totalLag"] == 0
     rewind = ctl("group", "seek", group, "-q", queue, "--to", "2000-01-01T00:00:00")
     assert rewind.exit_code == 0 and "1 partition(s) moved" in rewind.stderr
-    assert json.loads(ctl("group", "lag", group, "--json").stdout)["totalLag"] == 3
+    assert json.loads(ctl("group", "lag", group, "--json").stdout)[queue]["totalLag"] == 3
     assert ctl("group", "seek", group, "-q", queue).exit_code == 1  # neither --to-end nor --to
     assert ctl("group", "seek", group, "-q", queue, "--to-end", "--to", "now").exit_code == 1
     assert ctl("group", "seek", name("nobody"), "-q", queue, "--to-end").exit_code == 1  # 404

@@ -42,7 +42,7 @@ def list_groups(ctl, queue) -> None:
 @click.option("--min-lag-seconds", type=click.IntRange(0), default=0, show_default=True,
               help="Without NAME: groups whose oldest unconsumed message is at least this old.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True,
-              help="With NAME: partitions to list.")
+              help="With NAME: partitions to list per queue.")
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @connection_options
 def lag(ctl, name, queue, min_lag_seconds, limit, offset) -> None:
@@ -58,18 +58,27 @@ def lag(ctl, name, queue, min_lag_seconds, limit, offset) -> None:
         return
     body = ctl.client.get(f"/api/v1/consumer-groups/{segment(name)}",
                           params={"queue": queue, "limit": limit, "offset": offset})
+    if not body:
+        where = f" on queue {queue!r}" if queue else ""
+        raise CtlError(f"consumer group {name!r} does not read any queue{where}")
     if ctl.json:
         ctl.out.document(body)
         return
-    ctl.out.table(SUMMARY_COLUMNS, _summary_rows(body.get("queues", [])), title=f"Group {name}")
+    ctl.out.table(SUMMARY_COLUMNS, [
+        (name, queue_name, q.get("state"), q.get("members"), q.get("partitionCount"), q.get("partitionsWithLag"),
+         q.get("totalLag"), q.get("maxTimeLag"), q.get("subscriptionMode")) for queue_name, q in body.items()],
+        title=f"Group {name}")
     ctl.out.table(
-        ["queue", "partition", "position", "last offset", "lag", "time lag (s)", "oldest pending", "leased"],
-        [(p.get("queueName"), p.get("partition"), p.get("position"), p.get("lastOffset"), p.get("lag"),
-          p.get("timeLag"), p.get("oldestPendingAt"), p.get("leaseActive")) for p in body.get("partitions", [])],
+        ["queue", "partition", "position", "last offset", "lag", "time lag (s)", "oldest pending", "lease until"],
+        [(queue_name, p.get("partition"), p.get("position"), p.get("lastOffset"), p.get("offsetLag"),
+          p.get("timeLagSeconds"), p.get("oldestPendingAt"), p.get("leaseExpiresAt"))
+         for queue_name, q in body.items() for p in q.get("partitions", [])],
         title="Partitions")
-    shown, total = len(body.get("partitions", [])), body.get("partitionCount")
-    if total is not None and shown < total:
-        ctl.out.note(f"{shown} of {total} partitions shown (from offset {offset}); use --limit/--offset for more")
+    for queue_name, q in body.items():
+        shown, total = len(q.get("partitions", [])), q.get("partitionCount")
+        if total is not None and shown < total:
+            ctl.out.note(f"{queue_name}: {shown} of {total} partitions shown (from offset {offset}); "
+                         "use --limit/--offset for more")
 
 
 @group.command("seek")

@@ -5,6 +5,11 @@ cursor). On each partition of such a queue it stands on its cursor or, where it 
 where its subscription will seed one; lag is ``last_offset`` minus that position and
 ``maxTimeLag`` the age in seconds of the oldest message it has not consumed (009_groups.sql).
 
+The detail of one group has Queen's shape: an object keyed by queue name, each queue with its
+``conflation`` policy and its partitions (offset lag, time lag, worker, lease, total consumed),
+beside the group's figures on that queue; ``{}`` for a group that reads nothing. A queue may
+hold a million partitions, so each queue lists one page of them, by name.
+
 Queue mode (``__QUEUE_MODE__``) is not a group: the list and lagging routes leave it out
 (its backlog is the queue's depth under /resources). The routes that name a group accept it
 explicitly, so queue mode can be inspected, sought and reset like any group.
@@ -12,6 +17,7 @@ explicitly, so queue mode can be inspected, sought and reset like any group.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 
 from reginamq.engine.resources import Page, not_found, stamp
@@ -25,7 +31,7 @@ FROM rq_grp_summaries($1, $2) s
 PARTITIONS_SQL = """
 SELECT x.*, floor(extract(epoch FROM now() - x.oldest_pending_at))::bigint AS time_lag,
        x.span_end IS NOT NULL AND x.lease_expires_at > now() AS lease_active
-FROM rq_grp_partition_page($1, $2, $3, $4) x
+FROM rq_grp_partition_pages($1, $2, $3, $4) x
 """
 
 
@@ -66,44 +72,64 @@ async def lagging(conn, min_lag_seconds: int) -> list[dict]:
             if s["totalLag"] > 0 and s["maxTimeLag"] >= min_lag_seconds]
 
 
+def _conflation(row) -> bool:
+    """The group's stored last-value-delivery policy on the queue, when the summary carries one."""
+    return bool(row.get("conflation", False))
+
+
 def _partition(row) -> dict:
+    """Queen's fields first; then where the group stands, in offsets, and the leased span."""
+    active = bool(row["lease_active"])
     return {
-        "queueName": row["queue_name"],
         "partition": row["partition_name"],
+        "workerId": str(row["lease_id"]) if active and row["lease_id"] else None,
+        "lastConsumedAt": None,  # not recorded: acks keep no time per cursor
+        "totalConsumed": 0 if row["committed"] is None else row["committed"] + 1,
+        "offsetLag": row["lag"],
+        "timeLagSeconds": max(row["time_lag"] or 0, 0),
+        "leaseActive": active,
+        "leaseExpiresAt": stamp(row["lease_expires_at"]) if active else None,
         "partitionId": str(row["partition_id"]),
         "committed": row["committed"],
         "position": row["effective"],
         "lastOffset": row["last_offset"],
         "logStart": row["log_start"],
-        "lag": row["lag"],
-        "timeLag": max(row["time_lag"] or 0, 0),
         "oldestPendingAt": stamp(row["oldest_pending_at"]),
-        "leaseId": str(row["lease_id"]) if row["lease_active"] and row["lease_id"] else None,
-        "leaseExpiresAt": stamp(row["lease_expires_at"]) if row["lease_active"] else None,
-        "leaseActive": bool(row["lease_active"]),
-        "leasedFrom": row["span_start"] if row["lease_active"] else None,
-        "leasedTo": row["span_end"] if row["lease_active"] else None,
+        "leasedFrom": row["span_start"] if active else None,
+        "leasedTo": row["span_end"] if active else None,
+    }
+
+
+def _queue(row, partitions: list[dict], page: Page) -> dict:
+    summary = _summary(row)
+    return {
+        "conflation": _conflation(row),
+        "partitions": partitions,
+        "state": summary["state"],
+        "subscriptionMode": summary["subscriptionMode"],
+        "subscriptionTimestamp": summary["subscriptionTimestamp"],
+        "subscriptionCreatedAt": summary["subscriptionCreatedAt"],
+        "partitionCount": summary["partitions"],
+        "cursors": summary["cursors"],
+        "members": summary["members"],
+        "totalLag": summary["totalLag"],
+        "partitionsWithLag": summary["partitionsWithLag"],
+        "maxTimeLag": summary["maxTimeLag"],
+        "oldestPendingAt": summary["oldestPendingAt"],
+        "limit": page.limit,
+        "offset": page.offset,
     }
 
 
 async def detail(conn, group: str, queue: str | None, page: Page) -> dict:
-    queues = await summaries(conn, group, queue)
+    """{queue name: the group on that queue}, queues by name, each with a page of its partitions."""
+    queues = await conn.fetch(SUMMARIES_SQL, group, queue)
     if not queues:
-        where = f" on queue {queue!r}" if queue else ""
-        raise not_found(f"consumer group {group!r} does not exist{where}")
-    rows = await conn.fetch(PARTITIONS_SQL, group, queue, page.limit, page.offset)
-    return {
-        "name": group,
-        "queues": queues,
-        "totalLag": sum(q["totalLag"] for q in queues),
-        "partitionsWithLag": sum(q["partitionsWithLag"] for q in queues),
-        "maxTimeLag": max(q["maxTimeLag"] for q in queues),
-        "members": sum(q["members"] for q in queues),
-        "partitionCount": sum(q["partitions"] for q in queues),
-        "partitions": [_partition(r) for r in rows],
-        "limit": page.limit,
-        "offset": page.offset,
-    }
+        return {}
+    partitions: dict[str, list[dict]] = defaultdict(list)
+    for row in await conn.fetch(PARTITIONS_SQL, group, queue, page.limit, page.offset):
+        partitions[row["queue_name"]].append(_partition(row))
+    return {row["queue_name"]: _queue(row, partitions[row["queue_name"]], page) for row in queues}
 
 
 async def delete(conn, group: str, queue: str | None, delete_metadata: bool) -> dict:

@@ -7,10 +7,14 @@ Answer shapes (camelCase JSON):
   state: Stable|Lagging|Dead, subscriptionMode, subscriptionTimestamp, subscriptionCreatedAt},
   one per (group, queue); queue mode is left out. lagging keeps entries with totalLag > 0 and
   maxTimeLag >= N.
-- GET /consumer-groups/:group?queue=&limit=&offset=: {name, queues: [entries as above], totalLag,
-  partitionsWithLag, maxTimeLag, members, partitionCount, partitions: [{queueName, partition,
-  partitionId, committed (null: no cursor yet), position, lastOffset, logStart, lag, timeLag,
-  oldestPendingAt, leaseId, leaseExpiresAt, leaseActive, leasedFrom, leasedTo}], limit, offset}
+- GET /consumer-groups/:group?queue=&limit=&offset=: Queen's shape, an object keyed by queue
+  name ({} when the group reads no queue, or not the one named): {<queue>: {conflation,
+  partitions: [{partition, workerId, lastConsumedAt, totalConsumed, offsetLag, timeLagSeconds,
+  leaseActive, leaseExpiresAt, partitionId, committed (null: no cursor yet), position,
+  lastOffset, logStart, oldestPendingAt, leasedFrom, leasedTo}], state, subscriptionMode,
+  subscriptionTimestamp, subscriptionCreatedAt, partitionCount, cursors, members, totalLag,
+  partitionsWithLag, maxTimeLag, oldestPendingAt, limit, offset}}. The partitions of each queue
+  are paged by name, limit (1-1,000, default 1,000) and offset applying to each queue alike.
 - DELETE /consumer-groups/:group[/queues/:queue]?deleteMetadata=true|false (default true):
   {deleted, consumerGroup, [queueName], cursorsDeleted, subscriptionsDeleted, metadataDeleted}
 - POST /consumer-groups/:group/queues/:queue/seek {"toEnd":true} | {"timestamp":"ISO"|"now"}:
@@ -30,7 +34,7 @@ from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp
-from reginamq.http.resources import page
+from reginamq.http.resources import MAX_PAGE, page
 from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE
 
@@ -64,7 +68,7 @@ async def lagging(broker: Broker, request: Request) -> responses.Response:
 
 
 async def detail(broker: Broker, request: Request) -> responses.Response:
-    group, paging = _group(request), page(request)
+    group, paging = _group(request), page(request, default=MAX_PAGE)
     queue = request.query("queue")
     queue = check_queue_name(queue) if queue else None
     return responses.json(200, await broker.run(lambda conn: groups.detail(conn, group, queue, paging)))

@@ -216,11 +216,21 @@ GROUP_ENTRY = obj({"name": STRING, "queueName": STRING, "topics": array(STRING),
                    "state": {"type": "string", "enum": ["Stable", "Lagging", "Dead"]},
                    "subscriptionMode": NULLABLE_STRING, "subscriptionTimestamp": NULLABLE_STAMP,
                    "subscriptionCreatedAt": NULLABLE_STAMP})
-GROUP_PARTITION = obj({"queueName": STRING, "partition": STRING, "partitionId": STRING, "committed": NULLABLE_INT,
-                       "position": NULLABLE_INT, "lastOffset": INTEGER, "logStart": INTEGER, "lag": INTEGER,
-                       "timeLag": INTEGER, "oldestPendingAt": NULLABLE_STAMP, "leaseId": NULLABLE_STRING,
-                       "leaseExpiresAt": NULLABLE_STAMP, "leaseActive": BOOLEAN, "leasedFrom": NULLABLE_INT,
+GROUP_PARTITION = obj({"partition": STRING, "workerId": NULLABLE_STRING, "lastConsumedAt": NULLABLE_STAMP,
+                       "totalConsumed": INTEGER, "offsetLag": INTEGER, "timeLagSeconds": INTEGER,
+                       "leaseActive": BOOLEAN, "leaseExpiresAt": NULLABLE_STAMP, "partitionId": STRING,
+                       "committed": NULLABLE_INT, "position": INTEGER, "lastOffset": INTEGER,
+                       "logStart": INTEGER, "oldestPendingAt": NULLABLE_STAMP, "leasedFrom": NULLABLE_INT,
                        "leasedTo": NULLABLE_INT})
+# Queen's detail of a group: one entry per queue it reads, keyed by the queue's name.
+GROUP_QUEUE = obj({"conflation": BOOLEAN, "partitions": array(GROUP_PARTITION),
+                   "state": GROUP_ENTRY["properties"]["state"], "subscriptionMode": NULLABLE_STRING,
+                   "subscriptionTimestamp": NULLABLE_STAMP, "subscriptionCreatedAt": NULLABLE_STAMP,
+                   "partitionCount": INTEGER, "cursors": INTEGER, "members": INTEGER, "totalLag": INTEGER,
+                   "partitionsWithLag": INTEGER, "maxTimeLag": INTEGER, "oldestPendingAt": NULLABLE_STAMP,
+                   "limit": INTEGER, "offset": INTEGER})
+GROUP_DETAIL = {"type": "object", "additionalProperties": GROUP_QUEUE,
+                "propertyNames": SEGMENT, "description": "queue name -> the group on that queue; {} for none"}
 GROUP_DELETED = obj({"deleted": BOOLEAN, "consumerGroup": STRING, "cursorsDeleted": INTEGER,
                      "subscriptionsDeleted": INTEGER, "metadataDeleted": BOOLEAN})
 BROWSED = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING, "data": ANY,
@@ -409,12 +419,9 @@ OPERATIONS: dict[tuple[str, str], dict] = {
         "groups lagging at least minLagSeconds", {200: array(GROUP_ENTRY)},
         parameters=[query("minLagSeconds", int_range(0, 10 * 365 * 86_400, 60))]),
     ("GET", "/api/v1/consumer-groups/{group}"): op(
-        "a group's queues and partitions", {
-            200: obj({"name": STRING, "queues": array(GROUP_ENTRY), "totalLag": INTEGER,
-                      "partitionsWithLag": INTEGER, "maxTimeLag": INTEGER, "members": INTEGER,
-                      "partitionCount": INTEGER, "partitions": array(GROUP_PARTITION), "limit": INTEGER,
-                      "offset": INTEGER}), 404: ERROR},
-        parameters=[GROUP_PATH, query("queue", SEGMENT), *PAGE]),
+        "a group's queues, each with a page of its partitions by name (Queen's shape)", {200: GROUP_DETAIL},
+        parameters=[GROUP_PATH, query("queue", SEGMENT),
+                    query("limit", int_range(1, MAX_PAGE, MAX_PAGE), "partitions per queue"), PAGE[1]]),
     ("DELETE", "/api/v1/consumer-groups/{group}"): op(
         "delete a group's cursors (and subscriptions)", {200: GROUP_DELETED},
         parameters=[GROUP_PATH, query("deleteMetadata", QUERY_BOOL)]),

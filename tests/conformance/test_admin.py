@@ -95,14 +95,42 @@ async def test_consumer_groups_list_detail_and_lagging(queen, queue, group):
     assert all(g["name"] != "__QUEUE_MODE__" for g in groups)
 
     detail = await queen.admin.get_consumer_group(group)
-    assert detail["name"] == group and detail["totalLag"] == 3
-    [partition] = detail["partitions"]
-    assert (partition["partition"], partition["committed"], partition["lag"]) == ("p", 1, 3)
+    assert list(detail) == [queue] and detail[queue]["totalLag"] == 3
+    [partition] = detail[queue]["partitions"]
+    assert (partition["partition"], partition["committed"], partition["offsetLag"]) == ("p", 1, 3)
 
     await asyncio.sleep(1.1)
     lagging = await queen.admin.get_lagging_consumers(min_lag_seconds=1)
     assert [g["totalLag"] for g in lagging if g["name"] == group] == [3]
     assert not [g for g in await queen.admin.get_lagging_consumers() if g["name"] == group]  # default 60 s
+
+
+async def test_consumer_group_detail_is_queens_object_keyed_by_queue(queen, queue, group):
+    """Queen's GET /consumer-groups/:group: {queue: {conflation, partitions: [...]}}, partitions by name."""
+    other = f"{queue}-other"
+    await create_queue(queen, queue, lease_time=30)
+    for name in ("b", "a"):
+        await queen.queue(queue).partition(name).push([{"data": f"{name}{i}"} for i in range(3)])
+    await queen.queue(other).partition("only").push({"data": "x"})
+    consumed = await pop_now(queen, queue, group=group, partition="a", batch=2)
+    await queen.ack(consumed, True, {"group": group})
+    [leased] = await pop_now(queen, queue, group=group, partition="a", batch=1)
+    assert await pop_now(queen, other, group=group) and await pop_now(queen, queue, group=group, partition="b")
+
+    detail = await queen.admin.get_consumer_group(group)
+    assert list(detail) == sorted([queue, other])
+    entry = detail[queue]
+    assert entry["conflation"] is False and [p["partition"] for p in entry["partitions"]] == ["a", "b"]
+    a, b = entry["partitions"]
+    assert {key: a[key] for key in ("workerId", "lastConsumedAt", "totalConsumed", "offsetLag", "timeLagSeconds",
+                                    "leaseActive")} == {
+        "workerId": leased["leaseId"], "lastConsumedAt": None, "totalConsumed": 2, "offsetLag": 1,
+        "timeLagSeconds": a["timeLagSeconds"], "leaseActive": True}
+    assert isinstance(a["timeLagSeconds"], int) and a["timeLagSeconds"] >= 0 and a["leaseExpiresAt"]
+    assert (b["offsetLag"], b["totalConsumed"], b["leaseActive"]) == (3, 0, True)  # b leased whole, nothing acked
+    assert [p["partition"] for p in detail[other]["partitions"]] == ["only"]
+
+    assert await queen.admin.get_consumer_group(f"{group}-never-popped") == {}
 
 
 async def test_seek_consumer_group_to_end_and_back(queen, queue, group):

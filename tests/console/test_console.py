@@ -124,7 +124,7 @@ def test_a_group_is_seeked_to_the_end_and_back_to_a_time(page, api, name):
                                   "leaseId": popped[0]["leaseId"], "consumerGroup": group}).raise_for_status()
 
     def lag() -> int:
-        return api.get(f"/api/v1/consumer-groups/{group}", params={"queue": name}).json()["totalLag"]
+        return api.get(f"/api/v1/consumer-groups/{group}", params={"queue": name}).json()[name]["totalLag"]
 
     assert lag() == 4
     page.goto("/#/groups")
@@ -141,8 +141,12 @@ def test_a_group_is_seeked_to_the_end_and_back_to_a_time(page, api, name):
     expect(entry.locator("td").nth(3)).to_have_text("5")
     assert lag() == 5
 
-    entry.click()  # lag per partition, from the broker's paged detail
-    expect(page.locator("#group-partitions")).to_contain_text("Default")
+    entry.click()  # lag per partition, from the broker's paged detail (keyed by queue name)
+    partitions = page.locator("#group-partitions table.grid tbody tr")
+    expect(partitions).to_have_count(1)
+    expect(partitions.locator("td").nth(0)).to_have_text("Default")
+    expect(partitions.locator("td").nth(3)).to_have_text("5")
+    expect(page.locator("#group-partitions")).to_contain_text("1–1 of 1")
 
 
 def test_a_message_timeline_shows_its_push_and_its_trace_events(page, api, name):

@@ -6,14 +6,20 @@ import asyncio
 
 import pytest
 
+from tests.conftest import eventually
 from tests.integration.helpers import ISO_MILLIS, ack, ack_batch, configure, pop_messages, push, unique
 
 ENTRY_FIELDS = {"name", "queueName", "topics", "members", "cursors", "partitions", "partitionsWithLag",
                 "totalLag", "maxTimeLag", "oldestPendingAt", "state", "subscriptionMode",
                 "subscriptionTimestamp", "subscriptionCreatedAt"}
-PARTITION_FIELDS = {"queueName", "partition", "partitionId", "committed", "position", "lastOffset", "logStart",
-                    "lag", "timeLag", "oldestPendingAt", "leaseId", "leaseExpiresAt", "leaseActive",
-                    "leasedFrom", "leasedTo"}
+# Queen's fields of a partition in a group's detail, then the lease's expiry and reginamq's offsets
+QUEEN_PARTITION_FIELDS = {"partition", "workerId", "lastConsumedAt", "totalConsumed", "offsetLag", "timeLagSeconds",
+                          "leaseActive"}
+PARTITION_FIELDS = QUEEN_PARTITION_FIELDS | {"leaseExpiresAt", "partitionId", "committed", "position", "lastOffset",
+                                             "logStart", "oldestPendingAt", "leasedFrom", "leasedTo"}
+QUEUE_FIELDS = {"conflation", "partitions", "state", "subscriptionMode", "subscriptionTimestamp",
+                "subscriptionCreatedAt", "partitionCount", "cursors", "members", "totalLag", "partitionsWithLag",
+                "maxTimeLag", "oldestPendingAt", "limit", "offset"}
 
 
 async def entries(http, group: str | None = None, queue: str | None = None) -> list[dict]:
@@ -78,42 +84,74 @@ async def test_a_group_with_waiting_messages_and_no_cursor_is_dead_and_lagging(h
     assert response.status_code == 400 and "error" in response.json()
 
 
-async def test_detail_shows_cursor_lag_and_lease_per_partition(http, queue):
+async def test_detail_is_keyed_by_queue_with_queens_partition_fields(http, queue):
     group = unique("g")
     await push(http, queue, *range(4), partition="a")
     await push(http, queue, *range(2), partition="b")
-    [first] = await pop_messages(http, queue, "a", consumerGroup=group, batch=1)
+    [first] = await pop_messages(http, queue, "a", consumerGroup=group, batch=1, subscriptionMode="all")
     await ack(http, first)
     leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=2)
 
     body = await detail(http, group)
-    assert body["name"] == group and body["totalLag"] == 5 and body["partitionCount"] == 2
-    assert body["members"] == 1 and [q["queueName"] for q in body["queues"]] == [queue]
-    a, b = body["partitions"]
-    assert set(a) == PARTITION_FIELDS
-    assert (a["partition"], a["committed"], a["position"], a["lastOffset"], a["lag"]) == ("a", 0, 0, 3, 3)
-    assert a["leaseActive"] and a["leaseId"] == leased[0]["leaseId"]
-    assert (a["leasedFrom"], a["leasedTo"]) == (1, 2) and ISO_MILLIS.match(a["leaseExpiresAt"])
-    assert a["partitionId"] == first["partitionId"]
-    assert (b["partition"], b["committed"], b["position"], b["lag"]) == ("b", None, -1, 2)
-    assert not b["leaseActive"] and b["leaseId"] is None
+    assert list(body) == [queue]
+    entry = body[queue]
+    assert set(entry) == QUEUE_FIELDS
+    assert entry["conflation"] is False and entry["subscriptionMode"] == "all" and entry["state"] == "Stable"
+    assert (entry["partitionCount"], entry["cursors"], entry["members"]) == (2, 1, 1)
+    assert (entry["totalLag"], entry["partitionsWithLag"]) == (5, 2)
+    assert (entry["limit"], entry["offset"]) == (1000, 0)
+    a, b = entry["partitions"]
+    assert set(a) == PARTITION_FIELDS and set(b) == PARTITION_FIELDS
+    assert (a["partition"], a["offsetLag"], a["totalConsumed"], a["lastConsumedAt"]) == ("a", 3, 1, None)
+    assert a["leaseActive"] is True and a["workerId"] == leased[0]["leaseId"]
+    assert ISO_MILLIS.match(a["leaseExpiresAt"]) and (a["leasedFrom"], a["leasedTo"]) == (1, 2)
+    assert (a["committed"], a["position"], a["lastOffset"], a["partitionId"]) == (0, 0, 3, first["partitionId"])
+    assert (b["partition"], b["offsetLag"], b["totalConsumed"], b["committed"], b["position"]) == ("b", 2, 0, None, -1)
+    assert b["leaseActive"] is False and b["workerId"] is None and b["leaseExpiresAt"] is None
 
-    page = await detail(http, group, limit=1, offset=1)
-    assert [p["partition"] for p in page["partitions"]] == ["b"] and page["totalLag"] == 5
-    only = await detail(http, group, queue=queue)
-    assert only["partitionCount"] == 2
+    # timeLagSeconds: the age in whole seconds of the oldest message the group has not consumed
+    async def aged():
+        partitions = (await detail(http, group))[queue]["partitions"]
+        return all(p["timeLagSeconds"] >= 1 for p in partitions) and partitions
+    aged_partitions = await eventually(aged, 10)
+    assert aged_partitions, "time lag did not grow"
+    await ack_batch(http, leased, consumer_group=group)
+    await ack_batch(http, await pop_messages(http, queue, "a", consumerGroup=group, batch=10), consumer_group=group)
+    [a, _] = (await detail(http, group))[queue]["partitions"]
+    assert (a["offsetLag"], a["timeLagSeconds"], a["totalConsumed"], a["leaseActive"]) == (0, 0, 4, False)
+
+
+async def test_detail_pages_each_queues_partitions_by_name(http, queue):
+    group, other = unique("g"), unique("q")
+    names = ["p-3", "p-1", "p-0", "p-2"]
+    for name in names:
+        await push(http, queue, name, partition=name)
+    await push(http, other, "x", partition="only")
+    for name in (queue, other):
+        await pop_messages(http, name, consumerGroup=group, subscriptionMode="all")
+
+    body = await detail(http, group)
+    assert list(body) == sorted([queue, other])
+    assert [p["partition"] for p in body[queue]["partitions"]] == sorted(names)
+    page = await detail(http, group, limit=2, offset=1)
+    assert [p["partition"] for p in page[queue]["partitions"]] == ["p-1", "p-2"]
+    assert page[queue]["partitionCount"] == 4 and (page[queue]["limit"], page[queue]["offset"]) == (2, 1)
+    assert page[other]["partitions"] == [] and page[other]["partitionCount"] == 1
+    only = await detail(http, group, queue=other)
+    assert list(only) == [other] and [p["partition"] for p in only[other]["partitions"]] == ["only"]
+    for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"queue": "a/b"}):
+        response = await http.get(f"/api/v1/consumer-groups/{group}", params=bad)
+        assert response.status_code == 400 and "error" in response.json(), bad
 
     queue_mode = await detail(http, "__QUEUE_MODE__", queue=queue)
-    assert queue_mode["totalLag"] == 6
+    assert queue_mode[queue]["totalLag"] == 4 and queue_mode[queue]["partitionCount"] == 4
 
 
-async def test_detail_of_an_unknown_group_is_404(http, queue):
-    response = await http.get(f"/api/v1/consumer-groups/{unique('nobody')}")
-    assert response.status_code == 404 and "error" in response.json()
+async def test_detail_of_a_group_that_reads_nothing_is_empty(http, queue):
+    assert await detail(http, unique("nobody")) == {}
     group = unique("g")
     await pop_messages(http, queue, consumerGroup=group)
-    response = await http.get(f"/api/v1/consumer-groups/{group}", params={"queue": unique("q")})
-    assert response.status_code == 404 and "error" in response.json()
+    assert await detail(http, group, queue=unique("q")) == {}
 
 
 async def test_delete_for_one_queue_with_and_without_metadata(http, queue):
@@ -150,7 +188,7 @@ async def test_delete_a_group_everywhere(http, queue):
     assert response.json() == {"deleted": True, "consumerGroup": group, "cursorsDeleted": 2,
                                "subscriptionsDeleted": 2, "metadataDeleted": True}
     assert await entries(http, group) == []
-    assert (await http.get(f"/api/v1/consumer-groups/{group}")).status_code == 404
+    assert await detail(http, group) == {}
     assert (await http.delete(f"/api/v1/consumer-groups/{group}")).json()["deleted"] is False
     bad = await http.delete(f"/api/v1/consumer-groups/{group}", params={"deleteMetadata": "maybe"})
     assert bad.status_code == 400 and "error" in bad.json()

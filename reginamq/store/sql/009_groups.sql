@@ -8,6 +8,30 @@
 -- only when asked for by name, and then reads every partition of every queue from the start.
 -- A subscribed group on a queue without partitions yet is one row with NULL partition columns.
 
+-- The queues a group reads, one row each, with the subscription that places its cursors.
+CREATE OR REPLACE FUNCTION rq_grp_pairs(p_group text, p_queue text)
+RETURNS TABLE (queue_id bigint, name text, subscription_mode text, subscription_from timestamptz,
+               created_at timestamptz, subscribed bool)
+LANGUAGE sql STABLE AS $$
+    SELECT g.queue_id, g.name, g.subscription_mode, g.subscription_from, g.created_at, true
+    FROM rq_consumer_groups g JOIN rq_queues q ON q.id = g.queue_id
+    WHERE (p_group IS NULL OR g.name = p_group) AND (p_queue IS NULL OR q.name = p_queue)
+    UNION ALL
+    SELECT q.id, p_group, 'all', NULL::timestamptz, q.created_at, true
+    FROM rq_queues q
+    WHERE p_group = '__QUEUE_MODE__' AND (p_queue IS NULL OR q.name = p_queue)
+    UNION ALL
+    SELECT DISTINCT p.queue_id, c.consumer_group, NULL::text, NULL::timestamptz, NULL::timestamptz, false
+    FROM rq_consumers c
+    JOIN rq_partitions p ON p.id = c.partition_id
+    JOIN rq_queues q ON q.id = p.queue_id
+    WHERE c.consumer_group <> '__QUEUE_MODE__'
+      AND (p_group IS NULL OR c.consumer_group = p_group)
+      AND (p_queue IS NULL OR q.name = p_queue)
+      AND NOT EXISTS (SELECT 1 FROM rq_consumer_groups g
+                      WHERE g.queue_id = p.queue_id AND g.name = c.consumer_group)
+$$;
+
 CREATE OR REPLACE FUNCTION rq_grp_cursors(p_group text, p_queue text)
 RETURNS TABLE (queue_id bigint, queue_name text, group_name text, subscription_mode text,
                subscription_from timestamptz, subscribed_at timestamptz, partition_id uuid,
@@ -15,31 +39,12 @@ RETURNS TABLE (queue_id bigint, queue_name text, group_name text, subscription_m
                effective bigint, lease_id uuid, lease_expires_at timestamptz,
                span_start bigint, span_end bigint)
 LANGUAGE sql STABLE AS $$
-    WITH pairs AS (
-        SELECT g.queue_id, g.name, g.subscription_mode, g.subscription_from, g.created_at, true AS subscribed
-        FROM rq_consumer_groups g JOIN rq_queues q ON q.id = g.queue_id
-        WHERE (p_group IS NULL OR g.name = p_group) AND (p_queue IS NULL OR q.name = p_queue)
-        UNION ALL
-        SELECT q.id, p_group, 'all', NULL::timestamptz, q.created_at, true
-        FROM rq_queues q
-        WHERE p_group = '__QUEUE_MODE__' AND (p_queue IS NULL OR q.name = p_queue)
-        UNION ALL
-        SELECT DISTINCT p.queue_id, c.consumer_group, NULL::text, NULL::timestamptz, NULL::timestamptz, false
-        FROM rq_consumers c
-        JOIN rq_partitions p ON p.id = c.partition_id
-        JOIN rq_queues q ON q.id = p.queue_id
-        WHERE c.consumer_group <> '__QUEUE_MODE__'
-          AND (p_group IS NULL OR c.consumer_group = p_group)
-          AND (p_queue IS NULL OR q.name = p_queue)
-          AND NOT EXISTS (SELECT 1 FROM rq_consumer_groups g
-                          WHERE g.queue_id = p.queue_id AND g.name = c.consumer_group)
-    )
     SELECT pr.queue_id, q.name, pr.name, pr.subscription_mode, pr.subscription_from, pr.created_at,
            p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset), c.committed,
            rq_effective_committed(p.id, p.log_start, p.last_offset, p.last_write_at, c.committed,
                                   pr.subscription_from),
            c.lease_id, c.lease_expires_at, c.span_start, c.span_end
-    FROM pairs pr
+    FROM rq_grp_pairs(p_group, p_queue) pr
     JOIN rq_queues q ON q.id = pr.queue_id
     LEFT JOIN rq_partitions p ON p.queue_id = pr.queue_id
     LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = pr.name
@@ -71,22 +76,35 @@ LANGUAGE sql STABLE AS $$
     ORDER BY x.group_name, x.queue_name
 $$;
 
--- A page of one group's partitions (optionally of one queue), by queue then partition name.
-CREATE OR REPLACE FUNCTION rq_grp_partition_page(p_group text, p_queue text, p_limit int, p_offset int)
+-- A page of one group's partitions in each queue it reads (optionally one queue): p_limit
+-- partitions by name from p_offset on, per queue. The page is taken on the (queue_id, name)
+-- index before any position is worked out, so a queue of a million partitions costs a page.
+CREATE OR REPLACE FUNCTION rq_grp_partition_pages(p_group text, p_queue text, p_limit int, p_offset int)
 RETURNS TABLE (queue_name text, partition_name text, partition_id uuid, last_offset bigint,
                log_start bigint, committed bigint, effective bigint, lag bigint,
                oldest_pending_at timestamptz, lease_id uuid, lease_expires_at timestamptz,
                span_start bigint, span_end bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT x.queue_name, x.partition_name, x.partition_id, x.last_offset, x.log_start, x.committed,
-           x.effective, greatest(x.last_offset - x.effective, 0),
-           CASE WHEN x.last_offset > x.effective THEN rq_message_created_at(x.partition_id, x.effective + 1) END,
-           x.lease_id, x.lease_expires_at, x.span_start, x.span_end
-    FROM (SELECT * FROM rq_grp_cursors(p_group, p_queue) c
-          WHERE c.partition_id IS NOT NULL
-          ORDER BY c.queue_name, c.partition_name
-          LIMIT p_limit OFFSET p_offset) x
-    ORDER BY x.queue_name, x.partition_name
+    SELECT q.name, p.name, p.id, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset),
+           c.committed, e.effective, greatest(p.last_offset - e.effective, 0),
+           CASE WHEN p.last_offset > e.effective THEN rq_message_created_at(p.id, e.effective + 1) END,
+           c.lease_id, c.lease_expires_at, c.span_start, c.span_end
+    FROM rq_grp_pairs(p_group, p_queue) pr
+    JOIN rq_queues q ON q.id = pr.queue_id
+    CROSS JOIN LATERAL (
+        SELECT p.* FROM rq_partitions p
+        WHERE p.queue_id = pr.queue_id
+          AND (pr.subscribed OR EXISTS (SELECT 1 FROM rq_consumers c
+                                        WHERE c.partition_id = p.id AND c.consumer_group = pr.name))
+        ORDER BY p.name
+        LIMIT p_limit OFFSET p_offset
+    ) p
+    LEFT JOIN rq_consumers c ON c.partition_id = p.id AND c.consumer_group = pr.name
+    CROSS JOIN LATERAL (
+        SELECT rq_effective_committed(p.id, p.log_start, p.last_offset, p.last_write_at, c.committed,
+                                      pr.subscription_from) AS effective
+    ) e
+    ORDER BY q.name, p.name
 $$;
 
 -- Move every cursor of a group on a queue: to the end of each partition (p_to_end), or to just

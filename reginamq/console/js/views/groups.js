@@ -86,7 +86,8 @@ export function groupActions(group, queue, after) {
     } }, "Delete"));
 }
 
-// A group's position and lag on each partition of a queue, paged by the broker.
+// A group's position and lag on each partition of a queue, paged by the broker. The detail is
+// keyed by queue name (Queen's shape); asked for one queue, it holds that queue or nothing.
 export function partitionsPanel(group, queue) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   const head = h("div", { class: "card-head" }, h("h2", {}, `${group} on ${queue}: lag per partition`));
@@ -95,18 +96,24 @@ export function partitionsPanel(group, queue) {
     try {
       const answer = await api(`/api/v1/consumer-groups/${seg(group)}`,
         { query: { queue, limit: PARTITION_PAGE, offset } });
-      const paging = { total: answer.partitionCount, limit: answer.limit, offset: answer.offset };
+      const entry = Object.hasOwn(answer, queue) ? answer[queue] : null;
+      if (!entry) {
+        fill(head, h("h2", {}, `${group} on ${queue}: lag per partition`));
+        fill(body, h("p", { class: "empty" }, `${group} does not read ${queue} (any more).`));
+        return;
+      }
+      const paging = { total: entry.partitionCount, limit: entry.limit, offset: entry.offset };
       fill(head, h("h2", {}, `${group} on ${queue}: lag per partition`), pager(paging, load));
       fill(body, table([
         { label: "Partition", cell: (p) => h("code", {}, p.partition) },
         { label: "Position", cell: (p) => (p.committed === null ? "not read yet" : num(p.committed)), class: "num" },
         { label: "Last offset", cell: (p) => num(p.lastOffset), class: "num" },
-        { label: "Lag", cell: (p) => (p.lag ? h("strong", {}, num(p.lag)) : "0"), class: "num" },
-        { label: "Oldest unconsumed", cell: (p) => (p.lag ? duration(p.timeLag) : "—"), class: "num" },
+        { label: "Lag", cell: (p) => (p.offsetLag ? h("strong", {}, num(p.offsetLag)) : "0"), class: "num" },
+        { label: "Oldest unconsumed", cell: (p) => (p.offsetLag ? duration(p.timeLagSeconds) : "—"), class: "num" },
         { label: "Lease", cell: (p) => (p.leaseActive
           ? [badge("leased"), " ", num(p.leasedFrom), "–", num(p.leasedTo), " until ", time(p.leaseExpiresAt)]
           : "—") },
-      ], answer.partitions, { empty: "This queue has no partitions yet." }));
+      ], entry.partitions, { empty: "This queue has no partitions yet." }));
     } catch (error) {
       fill(body, h("p", { class: "error" }, error.message));
     }
