@@ -3,6 +3,11 @@
 A trace belongs to a message address (partitionId, transactionId) and carries up to
 ``MAX_NAMES`` names, through which traces of many messages are found together. ``data`` is
 any JSON value of at most ``MAX_DATA_BYTES``; it is stored as jsonb and answered as stored.
+
+The reads answer in Queen's shapes, snake_case as Queen's are: a trace is {id, transaction_id,
+partition_id, event_type, data, consumer_group (``__QUEUE_MODE__`` for queue mode), worker_id
+(null: the broker does not know the consumer's worker), created_at, queue_name,
+partition_name, trace_names}; pages carry ``total`` and ``pagination: {limit, offset}``.
 """
 
 from __future__ import annotations
@@ -75,43 +80,46 @@ async def add(conn, trace: PreparedTrace) -> datetime:
 def _render(row) -> dict:
     return {
         "id": str(row["id"]),
-        "transactionId": row["transaction_id"],
-        "partitionId": str(row["partition_id"]),
-        "queue": row["queue_name"],
-        "partition": row["partition_name"],
-        "consumerGroup": row["consumer_group"],
-        "eventType": row["event_type"],
+        "transaction_id": row["transaction_id"],
+        "partition_id": str(row["partition_id"]),
+        "event_type": row["event_type"],
         "data": orjson.Fragment(row["data"]),
-        "traceNames": list(row["trace_names"]),
-        "createdAt": iso_millis(row["created_at"]).decode(),
+        "consumer_group": row["consumer_group"] or QUEUE_MODE,
+        "worker_id": None,
+        "created_at": iso_millis(row["created_at"]).decode(),
+        "queue_name": row["queue_name"],
+        "partition_name": row["partition_name"],
+        "trace_names": list(row["trace_names"]),
     }
 
 
 async def for_message(conn, partition_id: str, txid: str, limit: int) -> dict:
-    rows = await conn.fetch(FOR_MESSAGE_SQL, partition_id, txid, limit)
-    return {"partitionId": partition_id, "transactionId": txid, "traces": [_render(r) for r in rows],
-            "count": len(rows)}
+    """A message's traces, oldest first."""
+    return {"traces": [_render(r) for r in await conn.fetch(FOR_MESSAGE_SQL, partition_id, txid, limit)]}
 
 
 async def by_name(conn, name: str, since: datetime | None, until: datetime | None, limit: int,
                   offset: int) -> dict:
+    """A page of the traces carrying a name, newest first."""
     rows = await conn.fetch(BY_NAME_SQL, name, since, until, limit, offset)
     total = rows[0]["total"] if rows else None
     if total is None:
         first = await conn.fetch(BY_NAME_SQL, name, since, until, 1, 0) if offset else []
         total = first[0]["total"] if first else 0
-    return {"traceName": name, "traces": [_render(r) for r in rows], "total": total, "limit": limit,
-            "offset": offset}
+    return {"traces": [_render(r) for r in rows], "total": total,
+            "pagination": {"limit": limit, "offset": offset}}
 
 
 async def names(conn, search: str | None, limit: int, offset: int) -> dict:
+    """A page of the trace names, the most recently used first."""
     rows = await conn.fetch(NAMES_SQL, search, limit, offset)
     total = rows[0]["total"] if rows else None
     if total is None:
         first = await conn.fetch(NAMES_SQL, search, 1, 0) if offset else []
         total = first[0]["total"] if first else 0
     return {
-        "names": [{"traceName": r["name"], "traceCount": r["trace_count"], "messageCount": r["message_count"],
-                   "lastSeen": iso_millis(r["last_seen"]).decode()} for r in rows],
-        "total": total, "limit": limit, "offset": offset,
+        "trace_names": [{"trace_name": r["name"], "trace_count": r["trace_count"],
+                         "message_count": r["message_count"], "last_seen": iso_millis(r["last_seen"]).decode()}
+                        for r in rows],
+        "total": total, "pagination": {"limit": limit, "offset": offset},
     }

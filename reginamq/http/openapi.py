@@ -238,9 +238,11 @@ BROWSED = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING
                "status": {"type": "string", "enum": list(browse.STATUSES)}, "consumerGroup": NULLABLE_STRING})
 COPIED = obj({"success": BOOLEAN, "messageId": STRING, "transactionId": STRING, "partitionId": STRING,
               "queue": STRING, "partition": STRING})
-TRACE = obj({"id": STRING, "transactionId": STRING, "partitionId": STRING, "queue": NULLABLE_STRING,
-             "partition": NULLABLE_STRING, "consumerGroup": NULLABLE_STRING, "eventType": STRING, "data": ANY,
-             "traceNames": array(STRING), "createdAt": STAMP})
+# Queen's trace, snake_case as Queen answers it
+TRACE = obj({"id": STRING, "transaction_id": STRING, "partition_id": STRING, "event_type": STRING, "data": ANY,
+             "consumer_group": STRING, "worker_id": NULLABLE_STRING, "created_at": STAMP,
+             "queue_name": NULLABLE_STRING, "partition_name": NULLABLE_STRING, "trace_names": array(STRING)})
+QUEEN_PAGED = {"total": INTEGER, "pagination": obj({"limit": INTEGER, "offset": INTEGER})}
 COUNTERS = obj({key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")})
 # What retention deleted per queue; evictedMessages: deleted before every reader had consumed them.
 RETENTION_TOTALS = obj({"queue": STRING, "deletedSegments": INTEGER, "deletedMessages": INTEGER,
@@ -463,15 +465,15 @@ OPERATIONS: dict[tuple[str, str], dict] = {
                                                                       "createdAt": STAMP})},
                                    request=body(ref("TraceBody"))),
     ("GET", "/api/v1/traces/names"): op(
-        "trace names", {200: obj({"names": array(obj({"traceName": STRING, "traceCount": INTEGER,
-                                                       "messageCount": INTEGER, "lastSeen": STAMP})), **PAGED})},
+        "trace names", {200: obj({"trace_names": array(obj({"trace_name": STRING, "trace_count": INTEGER,
+                                                             "message_count": INTEGER, "last_seen": STAMP})),
+                                  **QUEEN_PAGED})},
         parameters=[query("search", NAME), *PAGE]),
     ("GET", "/api/v1/traces/by-name/{name*}"): op(
-        "traces by name", {200: obj({"traceName": STRING, "traces": array(TRACE), **PAGED})},
+        "traces by name, newest first", {200: obj({"traces": array(TRACE), **QUEEN_PAGED})},
         parameters=[path("name", SEGMENT, GREEDY), query("from", TIMESTAMP), query("to", TIMESTAMP), *PAGE]),
     ("GET", "/api/v1/traces/{partitionId}/{transactionId*}"): op(
-        "a message's timeline", {200: obj({"partitionId": STRING, "transactionId": STRING, "traces": array(TRACE),
-                                           "count": INTEGER})},
+        "a message's timeline, oldest first", {200: obj({"traces": array(TRACE)})},
         parameters=[path("partitionId", UUID), path("transactionId", SEGMENT, GREEDY),
                     query("limit", int_range(1, 10_000, 10_000))]),
     ("GET", "/api/v1/status"): op(

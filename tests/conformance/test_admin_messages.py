@@ -48,10 +48,18 @@ async def test_traces_recorded_by_a_consumer_are_found(queen, queue):
     assert [t["data"] for t in timeline["traces"]] == [{"step": "handled"}]
     # the 201 carries the new trace's id as Queen's traceId, and msg.trace() hands it back
     assert timeline["traces"][0]["id"] == result["traceId"]
+    # Queen's read shapes, snake_case as Queen answers them
+    [trace] = timeline["traces"]
+    assert (trace["event_type"], trace["consumer_group"], trace["trace_names"]) == (
+        "info", "__QUEUE_MODE__", [f"{queue}-flow"])
     by_name = await queen.admin.get_traces_by_name(f"{queue}-flow")
-    assert by_name["total"] == 1 and by_name["traces"][0]["transactionId"] == pushed["transaction_id"]
+    assert by_name["total"] == 1 and by_name["pagination"] == {"limit": 100, "offset": 0}
+    [found] = by_name["traces"]
+    assert (found["transaction_id"], found["queue_name"], found["partition_name"]) == (
+        pushed["transaction_id"], queue, "Default")
     names = await queen.admin.get_trace_names(search=f"{queue}-flow")
-    assert [n["traceName"] for n in names["names"]] == [f"{queue}-flow"]
+    assert [(n["trace_name"], n["trace_count"], n["message_count"]) for n in names["trace_names"]] == [
+        (f"{queue}-flow", 1, 1)]
 
 
 async def test_status_analytics_and_metrics(queen, queue):

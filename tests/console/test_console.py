@@ -162,10 +162,16 @@ def test_a_message_timeline_shows_its_push_and_its_trace_events(page, api, name)
     assert [e.split("\n")[0] for e in events.locator(".what .badge").all_inner_texts()] == [
         "pushed", "received", "charged"]
     expect(events.nth(2)).to_contain_text('"amount": 42')
+    expect(events.nth(1)).not_to_contain_text("__QUEUE_MODE__")  # queue mode is not named as a group
 
     page.get_by_label("Search trace names").fill(f"flow-{name}")
-    row(page, f"flow-{name}").click()
-    expect(page.locator("section.card").filter(has_text=f"flow-{name}").last).to_contain_text("charged")
+    names = row(page, f"flow-{name}")
+    expect(names.locator("td").nth(1)).to_have_text("2")  # events
+    names.click()
+    by_name = page.locator("section.card").filter(has_text=f"flow-{name}").last
+    expect(by_name).to_contain_text("charged")
+    expect(by_name).to_contain_text(f"{name} / t")
+    expect(by_name).to_contain_text("1–2 of 2")
 
 
 def test_a_queue_is_deleted_only_after_typing_its_name(page, api, name):

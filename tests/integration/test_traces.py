@@ -8,6 +8,10 @@ import pytest
 
 from tests.integration.helpers import ISO_MILLIS, unique
 
+# Queen's trace, snake_case as Queen answers it
+TRACE_FIELDS = {"id", "transaction_id", "partition_id", "event_type", "data", "consumer_group", "worker_id",
+                "created_at", "queue_name", "partition_name", "trace_names"}
+
 
 def trace_body(partition_id, txid, data, **extra):
     return {"transactionId": txid, "partitionId": partition_id, "data": data, **extra}
@@ -30,15 +34,17 @@ async def test_a_message_timeline_in_order(http):
                                       traceNames=None)),
         await record(http, trace_body(pid, txid, "three"))]
     body = (await http.get(f"/api/v1/traces/{pid}/{txid}")).json()
-    assert body["count"] == 3
+    assert list(body) == ["traces"]  # Queen's {"traces": [...]}, oldest first
     steps = body["traces"]
+    assert all(set(t) == TRACE_FIELDS for t in steps)
     assert [t["id"] for t in steps] == [r["traceId"] for r in recorded]
-    assert [t["createdAt"] for t in steps] == [r["createdAt"] for r in recorded]
+    assert [t["created_at"] for t in steps] == [r["createdAt"] for r in recorded]
     assert [t["data"] for t in steps] == [{"step": 1}, {"step": 2}, "three"]
-    assert [t["eventType"] for t in steps] == ["info", "error", "info"]
-    assert [t["consumerGroup"] for t in steps] == [None, "billing", None]
-    assert steps[0]["traceNames"] == [name] and steps[1]["traceNames"] == []
-    assert all(ISO_MILLIS.match(t["createdAt"]) for t in steps)
+    assert [t["event_type"] for t in steps] == ["info", "error", "info"]
+    assert [t["consumer_group"] for t in steps] == ["__QUEUE_MODE__", "billing", "__QUEUE_MODE__"]
+    assert steps[0]["trace_names"] == [name] and steps[1]["trace_names"] == []
+    assert {(t["transaction_id"], t["partition_id"], t["worker_id"]) for t in steps} == {(txid, pid, None)}
+    assert all(ISO_MILLIS.match(t["created_at"]) for t in steps)
     assert (await http.get(f"/api/v1/traces/{pid}/other")).json()["traces"] == []
 
 
@@ -48,14 +54,18 @@ async def test_by_name_pages_newest_first_and_names_are_listed(http):
     for i in range(5):
         await record(http, trace_body(pid, f"tx-{i}", {"i": i}, traceNames=[name, other] if i == 0 else [name]))
     page = (await http.get(f"/api/v1/traces/by-name/{name}", params={"limit": 2, "offset": 1})).json()
-    assert page["total"] == 5 and [t["data"]["i"] for t in page["traces"]] == [3, 2]
+    assert page["total"] == 5 and page["pagination"] == {"limit": 2, "offset": 1}
+    assert [t["data"]["i"] for t in page["traces"]] == [3, 2]
+    assert all(set(t) == TRACE_FIELDS and t["transaction_id"] == f"tx-{t['data']['i']}" for t in page["traces"])
     names = (await http.get("/api/v1/traces/names", params={"search": name})).json()
-    assert names["total"] == 1
-    [entry] = names["names"]
-    assert entry["traceName"] == name and entry["traceCount"] == 5 and entry["messageCount"] == 5
+    assert names["total"] == 1 and names["pagination"] == {"limit": 100, "offset": 0}
+    [entry] = names["trace_names"]
+    assert set(entry) == {"trace_name", "trace_count", "message_count", "last_seen"}
+    assert entry["trace_name"] == name and entry["trace_count"] == 5 and entry["message_count"] == 5
+    assert ISO_MILLIS.match(entry["last_seen"])
     nobody = unique("none")
     assert (await http.get(f"/api/v1/traces/by-name/{nobody}")).json() == {
-        "traceName": nobody, "traces": [], "total": 0, "limit": 100, "offset": 0}
+        "traces": [], "total": 0, "pagination": {"limit": 100, "offset": 0}}
 
 
 async def test_a_name_with_a_slash_is_found(http):

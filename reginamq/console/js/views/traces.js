@@ -5,6 +5,12 @@ import { api, seg } from "../api.js";
 import { badge, duration, fill, h, num, pager, pretty, table, time } from "../dom.js";
 
 const PAGE = 25;
+const QUEUE_MODE = "__QUEUE_MODE__";
+
+// The trace routes answer Queen's pages: {total, pagination: {limit, offset}}.
+function paging(answer) {
+  return { total: answer.total, ...answer.pagination };
+}
 
 // Time from the first event: consumers act within milliseconds, so those are worth showing.
 function since(milliseconds) {
@@ -53,8 +59,8 @@ export function mount(root, { partitionId, transactionId }) {
       api(`/api/v1/messages/${seg(partitionId)}/${seg(transactionId)}`).catch(() => null),
       api(`/api/v1/traces/${seg(partitionId)}/${seg(transactionId)}`),
     ]);
-    const events = answer.traces.map((t) => ({ at: t.createdAt, type: t.eventType, group: t.consumerGroup,
-      names: t.traceNames, data: t.data }));
+    const events = answer.traces.map((t) => ({ at: t.created_at, type: t.event_type,
+      group: t.consumer_group === QUEUE_MODE ? null : t.consumer_group, names: t.trace_names, data: t.data }));
     if (message) events.unshift({ at: message.createdAt, type: "pushed", group: null, names: [], data: message.data });
     events.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
     const first = events.length ? Date.parse(events[0].at) : 0;
@@ -72,16 +78,16 @@ export function mount(root, { partitionId, transactionId }) {
 
   async function refreshNames() {
     const answer = await api("/api/v1/traces/names", { query: { search: names.search, limit: PAGE, offset: names.offset } });
-    fill(namesPager, pager(answer, (offset) => { names.offset = offset; refreshNames(); }));
+    fill(namesPager, pager(paging(answer), (offset) => { names.offset = offset; refreshNames(); }));
     fill(namesList, table([
-      { label: "Trace name", cell: (n) => h("strong", {}, n.traceName) },
-      { label: "Events", cell: (n) => num(n.traceCount), class: "num" },
-      { label: "Messages", cell: (n) => num(n.messageCount), class: "num" },
-      { label: "Last seen", cell: (n) => time(n.lastSeen) },
-    ], answer.names, {
+      { label: "Trace name", cell: (n) => h("strong", {}, n.trace_name) },
+      { label: "Events", cell: (n) => num(n.trace_count), class: "num" },
+      { label: "Messages", cell: (n) => num(n.message_count), class: "num" },
+      { label: "Last seen", cell: (n) => time(n.last_seen) },
+    ], answer.trace_names, {
       empty: "No named traces yet (consumers name them with msg.trace(..., traceNames)).",
-      onRow: (n) => { names.selected = n.traceName; names.tracesOffset = 0; refreshByName(); },
-      rowKey: (n) => n.traceName,
+      onRow: (n) => { names.selected = n.trace_name; names.tracesOffset = 0; refreshByName(); },
+      rowKey: (n) => n.trace_name,
     }));
   }
 
@@ -90,13 +96,13 @@ export function mount(root, { partitionId, transactionId }) {
       { query: { limit: PAGE, offset: names.tracesOffset } });
     fill(byName, h("section", { class: "card" },
       h("div", { class: "card-head" }, h("h2", {}, names.selected),
-        pager(answer, (offset) => { names.tracesOffset = offset; refreshByName(); })),
+        pager(paging(answer), (offset) => { names.tracesOffset = offset; refreshByName(); })),
       table([
-        { label: "At", cell: (t) => time(t.createdAt) },
-        { label: "Event", cell: (t) => badge(t.eventType, "event") },
-        { label: "Queue / partition", cell: (t) => `${t.queue ?? "—"} / ${t.partition ?? "—"}` },
-        { label: "Transaction id", cell: (t) => h("a", { href: `#/traces/${seg(t.partitionId)}/${seg(t.transactionId)}` },
-          h("code", { class: "clip" }, t.transactionId)) },
+        { label: "At", cell: (t) => time(t.created_at) },
+        { label: "Event", cell: (t) => badge(t.event_type, "event") },
+        { label: "Queue / partition", cell: (t) => `${t.queue_name ?? "—"} / ${t.partition_name ?? "—"}` },
+        { label: "Transaction id", cell: (t) => h("a", { href: `#/traces/${seg(t.partition_id)}/${seg(t.transaction_id)}` },
+          h("code", { class: "clip" }, t.transaction_id)) },
       ], answer.traces, { empty: "No traces under this name." })));
   }
 
