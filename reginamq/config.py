@@ -103,10 +103,10 @@ class Settings:
         for field in dataclasses.fields(cls):
             raw = env.get(cls._ENV[field.name])
             if raw not in (None, ""):
-                values[field.name] = _coerce(field.name, raw)
+                values[field.name] = _coerce(field.name, raw, cls._ENV[field.name])
         for name, queen_name in cls._QUEEN_ENV.items():
             if name not in values and env.get(queen_name):
-                values[name] = _coerce(name, env[queen_name])
+                values[name] = _coerce(name, env[queen_name], queen_name)
         if "auth" not in values and env.get("JWT_ENABLED", "").lower() == "true":
             values["auth"] = "jwt"
         if "default_subscription_mode" not in values and env.get("DEFAULT_SUBSCRIPTION_MODE"):
@@ -146,26 +146,43 @@ class Settings:
         return out
 
 
-def _coerce(name: str, raw: str) -> object:
-    if name == "retention_parallelism":
-        return _in_range(name, int(raw), 1, 16)
-    if name == "partition_idle_days":
-        return _in_range(name, float(raw), 0, 36_500)
-    if name == "push_flush_spacing_ms":
-        return _in_range(name, float(raw), 0, 1_000)
-    if name in ("port", "workers", "pool_size", "max_body_bytes"):
-        return int(raw)
-    if name in ("maintenance_interval", "auth_leeway"):
-        return float(raw)
+class SettingError(ValueError):
+    """A setting from the environment that cannot be used; the message names the variable."""
+
+
+# Numbers read from the environment: their type and bounds, the same as the flags'.
+_NUMBERS: dict[str, tuple[type, float, float]] = {
+    "port": (int, 1, 65_535),
+    "workers": (int, 1, 64),
+    "pool_size": (int, 1, 500),
+    "max_body_bytes": (int, 1024, 2**63),
+    "retention_parallelism": (int, 1, 16),
+    "maintenance_interval": (float, 0.1, 3600),
+    "partition_idle_days": (float, 0, 36_500),
+    "push_flush_spacing_ms": (float, 0, 1_000),
+    "auth_leeway": (float, 0, 3600),
+}
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _coerce(name: str, raw: str, variable: str) -> object:
+    if name in _NUMBERS:
+        kind, low, high = _NUMBERS[name]
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise SettingError(f"{variable} must be {'an integer' if kind is int else 'a number'}, "
+                               f"not {raw!r}") from None
+        if not low <= value <= high:
+            raise SettingError(f"{variable} must be between {low} and {high}, not {raw}")
+        return value
+    if name == "log_level":
+        if raw.lower() not in _LOG_LEVELS:
+            raise SettingError(f"{variable} must be one of {', '.join(_LOG_LEVELS)}, not {raw!r}")
+        return raw.lower()
     if name in ("data_dir", "spool_dir", "auth_secret_file", "auth_public_key", "auth_jwks", "tls_cert", "tls_key"):
         return Path(raw)
     return raw
-
-
-def _in_range(name: str, value, low, high):
-    if not low <= value <= high:
-        raise ValueError(f"{Settings._ENV[name]} must be between {low} and {high}, not {value}")
-    return value
 
 
 def _without_password(url: str) -> str:
