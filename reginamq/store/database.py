@@ -5,6 +5,10 @@ one transaction holding an advisory lock, so several brokers starting at once ag
 database apply it one at a time and never see half of it. A digest of the files is kept in
 the database: a broker whose files match it changes nothing, so restarting one node never
 disturbs the others; new files (an upgrade) redefine every function (000_functions.sql).
+
+Applying the schema is the broker's first contact with its database: whatever keeps it from
+using the database (the URL, the server, the login, the database's name, the server's version,
+the user's rights) is raised as :class:`DatabaseUnusable`, one line saying what to check.
 """
 
 from __future__ import annotations
@@ -12,12 +16,19 @@ from __future__ import annotations
 import hashlib
 import logging
 from importlib import resources
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
 log = logging.getLogger("reginamq.store")
 
 SCHEMA_LOCK_KEY = 0x5245_4749_4E41  # "REGINA"
+MIN_SERVER_VERSION = 15
+CONNECT_TIMEOUT = 10.0
+
+
+class DatabaseUnusable(Exception):
+    """The broker cannot use its database; the message says why and what to check."""
 
 
 def schema_files() -> list[tuple[str, str]]:
@@ -44,7 +55,7 @@ async def apply_schema(dsn: str) -> bool:
     """Bring the database to this version's schema; returns whether anything was applied."""
     files = schema_files()
     digest = schema_digest(files)
-    conn = await asyncpg.connect(dsn)
+    conn = await _connect(dsn)
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
@@ -59,8 +70,50 @@ async def apply_schema(dsn: str) -> bool:
                 "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()", digest)
             log.info("database schema applied (%s)", digest[:12])
             return True
+    except asyncpg.InsufficientPrivilegeError as error:
+        raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions in "
+                               f"{where(dsn)} ({error}); grant it CREATE there, or connect as the "
+                               "database's owner") from None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+        raise DatabaseUnusable(f"applying reginamq's schema to {where(dsn)} failed: {error}") from None
     finally:
         await conn.close()
+
+
+async def _connect(dsn: str) -> asyncpg.Connection:
+    try:
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+    except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as error:
+        raise DatabaseUnusable(f"the database at {where(dsn)} refused the login ({error}); check the user "
+                               "and password in --database-url") from None
+    except asyncpg.InvalidCatalogNameError as error:
+        raise DatabaseUnusable(f"{error} on the server at {where(dsn, database=False)}; create it "
+                               "(CREATE DATABASE) or name an existing one in --database-url") from None
+    except asyncpg.PostgresError as error:
+        raise DatabaseUnusable(f"the database at {where(dsn)} refused the connection: {error}") from None
+    except ValueError as error:  # asyncpg's ClientConfigurationError included
+        raise DatabaseUnusable(f"the database URL cannot be used ({error}); check --database-url") from None
+    except (OSError, TimeoutError, asyncpg.InterfaceError) as error:
+        reason = f"no answer in {CONNECT_TIMEOUT:.0f} s" if isinstance(error, TimeoutError) else error
+        raise DatabaseUnusable(f"cannot reach the database at {where(dsn)} ({reason}); check the host and "
+                               "port in --database-url, and that PostgreSQL runs there") from None
+    version = conn.get_server_version()
+    if version.major < MIN_SERVER_VERSION:
+        await conn.close()
+        raise DatabaseUnusable(f"reginamq needs PostgreSQL {MIN_SERVER_VERSION} or later; the server at "
+                               f"{where(dsn, database=False)} runs {version.major}.{version.minor}")
+    return conn
+
+
+def where(dsn: str, database: bool = True) -> str:
+    """The server (and database) a URL names, for messages: never its password."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query)
+    server = parts.netloc.rpartition("@")[2] or "localhost"
+    if "host" in query:
+        server = query["host"][0] + (f":{query['port'][0]}" if "port" in query else "")
+    name = parts.path.lstrip("/") or (query.get("dbname") or [""])[0]
+    return f"{server}/{name}" if database and name else server
 
 
 async def _reset(conn: asyncpg.Connection) -> None:

