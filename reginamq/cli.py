@@ -10,7 +10,7 @@ import click
 
 from reginamq import __version__
 from reginamq.bench.cli import bench
-from reginamq.config import DEFAULT_PORT, Settings
+from reginamq.config import DEFAULT_PORT, SettingError, Settings
 from reginamq.ctl.dlq import dlq
 from reginamq.ctl.groups import group
 from reginamq.ctl.messages import pop, push, tail
@@ -29,9 +29,25 @@ def main() -> None:
     """reginamq: a partitioned message-queue broker on PostgreSQL, wire-compatible with Queen MQ."""
 
 
+USAGE = 2  # the command line or the environment asks for something that cannot work
+
+
+class Refusal(click.ClickException):
+    """A start-up failure the user can fix: one line on stderr, no traceback; exit code 2 when
+    the settings are wrong, 1 when the machine refuses (the port, the data folder, the database)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file=None) -> None:
+        click.echo(f"reginamq: {self.message}", err=True)
+
+
 @main.command()
 @click.option("--host", default=None, help="Address to listen on [default: 0.0.0.0].")
-@click.option("--port", type=int, default=None, help=f"Port to listen on [default: {DEFAULT_PORT}].")
+@click.option("--port", type=click.IntRange(1, 65_535), default=None,
+              help=f"Port to listen on [default: {DEFAULT_PORT}].")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Folder of the embedded PostgreSQL [default: the user's data dir].")
 @click.option("--database-url", default=None,
@@ -80,38 +96,51 @@ def main() -> None:
                    "--pg-setting shared_buffers=4GB; REGINAMQ_PG_SETTINGS holds them space-separated).")
 def serve(pg_settings: tuple[str, ...], **flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""
-    settings = Settings.from_env(**flags)
+    try:
+        settings = Settings.from_env(**flags)
+    except SettingError as error:
+        raise Refusal(str(error), USAGE) from None
     if (settings.tls_cert is None) != (settings.tls_key is None):
-        raise click.UsageError("--tls-cert and --tls-key go together")
+        raise Refusal("--tls-cert and --tls-key go together", USAGE)
     if pg_settings and settings.database_url:
-        raise click.UsageError("--pg-setting tunes the embedded PostgreSQL; set your own server's settings there")
+        raise Refusal("--pg-setting tunes the embedded PostgreSQL; set your own server's settings there", USAGE)
     embedded_settings = dict(_setting(text) for text in pg_settings)
+    from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
+
     try:
         verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
         Sealer.from_settings(settings)  # and if an encryption key is malformed
-    except (AuthConfigError, ValueError) as error:
-        raise click.UsageError(str(error)) from None
+        if settings.tls_cert is not None:
+            check_tls(settings.tls_cert, settings.tls_key)
+    except (AuthConfigError, TlsUnusable, ValueError) as error:
+        raise Refusal(str(error), USAGE) from None
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    embedded = None
-    database_url = settings.database_url
-    if not database_url:
-        from reginamq.store.embedded import EmbeddedPostgres
+    from reginamq.store.database import DatabaseUnusable, apply_schema
+    from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
 
-        embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
-        database_url = embedded.start()
     try:
-        from reginamq.store.database import apply_schema
-
+        claim = PortClaim(settings.host, settings.port)  # before the database starts: a taken port stops here
+    except PortUnavailable as error:
+        raise Refusal(str(error)) from None
+    embedded = None
+    try:
+        database_url = settings.database_url
+        if not database_url:
+            embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
+            database_url = embedded.start()
         asyncio.run(apply_schema(database_url))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
         from reginamq.server import serve as serve_http
 
         scheme = "http" if settings.tls_cert is None else "https"
-        click.echo(f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "
-                   f"({settings.workers} worker{'s' if settings.workers > 1 else ''}, auth {settings.auth})", err=True)
-        serve_http(settings)
+        serve_http(settings, claim, on_listening=lambda: click.echo(
+            f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "
+            f"({settings.workers} worker{'s' if settings.workers > 1 else ''}, auth {settings.auth})", err=True))
+    except (PortUnavailable, EmbeddedPostgresError, DatabaseUnusable) as error:
+        raise Refusal(str(error)) from None
     finally:
+        claim.close()
         if embedded is not None:
             embedded.stop()
 
@@ -120,7 +149,7 @@ def _setting(text: str) -> tuple[str, str]:
     name, equals, value = text.partition("=")
     name = name.strip()
     if not equals or not name.replace("_", "").replace(".", "").isalnum():
-        raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--pg-setting")
+        raise Refusal(f"--pg-setting {text!r} is not NAME=VALUE", USAGE)
     return name, value
 
 

@@ -1,4 +1,22 @@
-"""Running the app under granian (RSGI, its native interface), worker processes sharing one port.
+"""Running the app under granian (RSGI, its native interface): the port, claimed for this broker
+alone, and worker processes sharing it.
+
+The port. A broker never joins a port that another program or broker serves: the kernel would
+split the clients between them, and messages pushed to one would be missing from the other.
+A :class:`PortClaim`, made before anything else starts,
+
+- takes the port's lock, an abstract Unix socket named after the port, held by the serving
+  process for its life (on Linux abstract names live per network namespace, as ports do, and
+  the kernel drops them with their process), so of two brokers started together one goes on;
+- binds a first socket to the address with SO_REUSEADDR (a previous run's connections in
+  TIME_WAIT do not block it) and without SO_REUSEPORT, which fails while any socket listens on
+  the address or on one overlapping it (the wildcard address and a specific one).
+
+Once the database is ready, :meth:`PortClaim.listen` turns SO_REUSEPORT on for that socket and
+listens on it (which fails if a program took the address meanwhile), then binds one socket a
+worker into its group: the kernel spreads new connections evenly over the workers. The serving
+process holds every socket; a respawned worker takes over its predecessor's socket with the
+connections waiting on it.
 
 Granian stops a worker by waiting for its open requests, and a long poll may stay open for
 its whole timeout. So before the workers are asked to stop, each one gets SIGUSR1, on which
@@ -8,9 +26,15 @@ it answers every parked long poll at once (204); then the ordinary graceful stop
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import socket
+import ssl
+from collections.abc import Callable
+from pathlib import Path
 
+from granian._granian import SocketHolder
 from granian.constants import Interfaces, Loops
 from granian.server import MPServer
 
@@ -26,7 +50,138 @@ LISTEN_BACKLOG = 4096
 REQUESTS_PER_WORKER = 10_000
 
 
+class PortUnavailable(Exception):
+    """The broker cannot serve the address it was given; the message says what to do."""
+
+
+class TlsUnusable(Exception):
+    """The certificate or key cannot serve HTTPS; the message says which file and why."""
+
+
+class PortClaim:
+    """The port's lock and its listening sockets, held by the serving process; made, it has
+    the port to itself or raised :class:`PortUnavailable`."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self._family, self._bound = _resolve(host, port)
+        self.address: str = self._bound[0]
+        self._lock: socket.socket | None = _lock(port)
+        self._sockets: list[socket.socket] = []
+        try:
+            self._add_socket(reuse_port=False)
+        except OSError as error:
+            self.close()
+            raise _refusal(error, host, port) from None
+
+    def listen(self, workers: int) -> list[socket.socket]:
+        """One listening socket a worker, all in one SO_REUSEPORT group (see the module's doc)."""
+        try:
+            for index in range(workers):
+                sock = self._sockets[index] if index < len(self._sockets) else self._add_socket(reuse_port=True)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted connections inherit it
+                sock.listen(LISTEN_BACKLOG)
+        except OSError as error:
+            raise _refusal(error, self.host, self.port) from None
+        return list(self._sockets)
+
+    def _add_socket(self, reuse_port: bool) -> socket.socket:
+        sock = socket.socket(self._family, socket.SOCK_STREAM)
+        self._sockets.append(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(self._bound)
+        return sock
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+def _resolve(host: str, port: int) -> tuple[int, tuple]:
+    try:
+        family, _type, _proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise PortUnavailable(f"--host {host} is not an address of this machine ({error}); "
+                              "give one of its addresses, or 0.0.0.0 for all") from None
+    return family, address
+
+
+def _lock(port: int) -> socket.socket:
+    lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        lock.bind(f"\0reginamq-port-{port}")
+    except OSError as error:
+        lock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise PortUnavailable(f"port {port} is already in use by another reginamq broker; "
+                                  "stop it or choose another port with --port") from None
+        raise
+    return lock
+
+
+def _refusal(error: OSError, host: str, port: int) -> PortUnavailable:
+    if error.errno == errno.EADDRINUSE:
+        return PortUnavailable(f"port {port} is already in use by another program; "
+                               "stop it or choose another port with --port")
+    if error.errno == errno.EACCES:
+        return PortUnavailable(f"not allowed to listen on port {port} (ports below 1024 need administrator "
+                               "rights); choose a port from 1024 up with --port")
+    if error.errno == errno.EADDRNOTAVAIL:
+        return PortUnavailable(f"{host} is not an address of this machine; give one of its addresses "
+                               "with --host, or 0.0.0.0 for all")
+    return PortUnavailable(f"cannot listen on {host} port {port}: {error.strerror or error}")
+
+
+def check_tls(cert: Path, key: Path) -> None:
+    """Fail now, with the file named, rather than in every worker: missing or unreadable files,
+    something that is not PEM, a key that does not match the certificate, an encrypted key."""
+    for path, what in ((cert, "certificate"), (key, "key")):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as error:
+            raise TlsUnusable(f"cannot read the TLS {what} {path}: {error.strerror or error}") from None
+
+    def no_password() -> str:
+        raise TlsUnusable(f"the TLS key {key} is encrypted; give an unencrypted key (PEM) with --tls-key")
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
+    except ssl.SSLError as error:
+        raise TlsUnusable(f"the TLS certificate {cert} and key {key} cannot serve HTTPS ({error.reason or error}); "
+                          "give a PEM certificate and its own private key") from None
+
+
 class BrokerServer(MPServer):
+    """Granian's multi-process server on the sockets of a :class:`PortClaim`."""
+
+    def __init__(self, target: str, claim: PortClaim, **options):
+        super().__init__(target, address=claim.address, port=claim.port, **options)
+        self._claim = claim
+        self._holders: list[tuple[SocketHolder, socket.socket]] = []
+
+    def _init_shared_socket(self):
+        self._holders = [(SocketHolder(sock.fileno(), False, LISTEN_BACKLOG), sock)
+                         for sock in self._claim.listen(self.workers)]
+        self._ssp = self._shd = self._sso = None
+
+    def _spawn_worker(self, idx, target, callback_loader):
+        # the worker receives (spec, holder) and the socket itself, which lets a spawned (not
+        # forked) worker inherit the descriptor
+        self._shd, self._sso = self._holders[idx]
+        return super()._spawn_worker(idx, target, callback_loader)
+
+    def _drop_shared_socket(self):
+        """The sockets are the claim's: closed once serving is over."""
+
     def _stop_workers(self):
         for worker in self.wrks:
             with contextlib.suppress(ProcessLookupError, AttributeError, TypeError):
@@ -34,23 +189,26 @@ class BrokerServer(MPServer):
         super()._stop_workers()
 
 
-def serve(settings: Settings) -> None:
-    """Serve until SIGINT/SIGTERM (HTTPS when given a certificate and key); worker processes read
-    their settings from the environment."""
+def serve(settings: Settings, claim: PortClaim, on_listening: Callable[[], None] = lambda: None) -> None:
+    """Serve on the claimed port until SIGINT/SIGTERM (HTTPS when given a certificate and key);
+    ``on_listening`` runs once the port listens. Worker processes read their settings from the
+    environment. Raises :class:`PortUnavailable` if the port was taken since it was claimed."""
     os.environ.update(settings.to_env())
-    BrokerServer(
+    server = BrokerServer(
         "reginamq.http.app:create_app",
+        claim,
         factory=True,
-        address=settings.host,
-        port=settings.port,
         interface=Interfaces.RSGI,
         workers=settings.workers,
         loop=Loops.uvloop,
         log_access=False,
+        log_level=settings.log_level,
         respawn_failed_workers=True,
         backlog=LISTEN_BACKLOG,
         backpressure=REQUESTS_PER_WORKER,
         workers_kill_timeout=30,
         ssl_cert=settings.tls_cert,
         ssl_key=settings.tls_key,
-    ).serve()
+    )
+    server.on_startup(on_listening)
+    server.serve()
