@@ -71,11 +71,11 @@ async def apply_schema(dsn: str) -> bool:
             log.info("database schema applied (%s)", digest[:12])
             return True
     except asyncpg.InsufficientPrivilegeError as error:
-        raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions in "
-                               f"{where(dsn)} ({error}); grant it CREATE there, or connect as the "
+        raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions on "
+                               f"{_where(dsn)} ({error}); grant it CREATE on the schema, or connect as the "
                                "database's owner") from None
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
-        raise DatabaseUnusable(f"applying reginamq's schema to {where(dsn)} failed: {error}") from None
+        raise DatabaseUnusable(f"applying reginamq's schema on {_where(dsn)} failed: {error}") from None
     finally:
         await conn.close()
 
@@ -84,36 +84,35 @@ async def _connect(dsn: str) -> asyncpg.Connection:
     try:
         conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
     except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as error:
-        raise DatabaseUnusable(f"the database at {where(dsn)} refused the login ({error}); check the user "
+        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the login ({error}); check the user "
                                "and password in --database-url") from None
     except asyncpg.InvalidCatalogNameError as error:
-        raise DatabaseUnusable(f"{error} on the server at {where(dsn, database=False)}; create it "
+        raise DatabaseUnusable(f"{error} on PostgreSQL at {_where(dsn)}; create it "
                                "(CREATE DATABASE) or name an existing one in --database-url") from None
     except asyncpg.PostgresError as error:
-        raise DatabaseUnusable(f"the database at {where(dsn)} refused the connection: {error}") from None
+        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the connection: {error}") from None
     except ValueError as error:  # asyncpg's ClientConfigurationError included
         raise DatabaseUnusable(f"the database URL cannot be used ({error}); check --database-url") from None
     except (OSError, TimeoutError, asyncpg.InterfaceError) as error:
         reason = f"no answer in {CONNECT_TIMEOUT:.0f} s" if isinstance(error, TimeoutError) else error
-        raise DatabaseUnusable(f"cannot reach the database at {where(dsn)} ({reason}); check the host and "
+        raise DatabaseUnusable(f"cannot reach PostgreSQL at {_where(dsn)} ({reason}); check the host and "
                                "port in --database-url, and that PostgreSQL runs there") from None
     version = conn.get_server_version()
     if version.major < MIN_SERVER_VERSION:
         await conn.close()
         raise DatabaseUnusable(f"reginamq needs PostgreSQL {MIN_SERVER_VERSION} or later; the server at "
-                               f"{where(dsn, database=False)} runs {version.major}.{version.minor}")
+                               f"{_where(dsn)} runs {version.major}.{version.minor}")
     return conn
 
 
-def where(dsn: str, database: bool = True) -> str:
-    """The server (and database) a URL names, for messages: never its password."""
+def _where(dsn: str) -> str:
+    """The server a URL names (host and port, or a Unix socket's folder), for messages: never
+    its password."""
     parts = urlsplit(dsn)
     query = parse_qs(parts.query)
-    server = parts.netloc.rpartition("@")[2] or "localhost"
     if "host" in query:
-        server = query["host"][0] + (f":{query['port'][0]}" if "port" in query else "")
-    name = parts.path.lstrip("/") or (query.get("dbname") or [""])[0]
-    return f"{server}/{name}" if database and name else server
+        return query["host"][0] + (f":{query['port'][0]}" if "port" in query else "")
+    return parts.netloc.rpartition("@")[2] or "localhost"
 
 
 async def _reset(conn: asyncpg.Connection) -> None:
