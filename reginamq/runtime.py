@@ -3,7 +3,8 @@
 Every database call of a request goes through :meth:`Broker.run`, the one place that decides
 what a database failure means for the client: a deadlock or serialization failure is retried
 (the statement rolled back as a whole, so a retry is safe), a lost or refused connection is a
-503 the client may retry, bad data PostgreSQL still caught is a 400.
+503 the client may retry, bad data PostgreSQL still caught is a 400. It is also where a process
+notices that its database went away and came back, and says so once each way (:class:`Reachability`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,6 +52,52 @@ _UNAVAILABLE = (
     asyncpg.ReadOnlySQLTransactionError,  # a standby, or a database switched to read-only
 )
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+# asyncpg's pool logs each failed attempt to reopen its minimum of connections, with a traceback.
+_POOL_RECONNECT = "Failed to restore the pool connection floor"
+
+
+class Reachability:
+    """Whether this process reaches its database, logged once a change: a warning when it goes
+    (with the first error), and one when a call succeeds again (how long it was away and how
+    many requests were answered 503 meanwhile). Every request that fails in between only counts."""
+
+    def __init__(self) -> None:
+        self.lost_at: float | None = None
+        self.refused = 0
+
+    def lost(self, error: BaseException | None) -> None:
+        if self.lost_at is not None:
+            return
+        self.lost_at, self.refused = time.monotonic(), 0
+        log.warning("database unavailable in process %d (%s): requests that need it are answered 503 and "
+                    "pushes are spooled on disk until it is back", os.getpid(),
+                    (str(error) or type(error).__name__) if error is not None else "no connection")
+
+    def back(self) -> None:
+        if self.lost_at is None:
+            return
+        log.warning("database available again in process %d after %.1f s; %d request(s) were answered 503 "
+                    "meanwhile", os.getpid(), time.monotonic() - self.lost_at, self.refused)
+        self.lost_at = None
+
+    def refuse(self) -> None:
+        """A request was answered 503."""
+        if self.lost_at is not None:
+            self.refused += 1
+
+
+class _PoolReconnects(logging.Filter):
+    """Turns asyncpg's warning for each failed reconnect of the pool into news of the outage."""
+
+    def __init__(self, reachability: Reachability):
+        super().__init__()
+        self._reachability = reachability
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(_POOL_RECONNECT):
+            return True
+        self._reachability.lost(record.exc_info[1] if record.exc_info else None)
+        return False
 
 
 class Broker:
@@ -72,6 +121,8 @@ class Broker:
         self.meter = Meter()
         self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
         self.timer_fire = TimerFire(self.run, self.sealer)
+        self.reachability = Reachability()
+        self._pool_reconnects = _PoolReconnects(self.reachability)
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""
@@ -84,6 +135,7 @@ class Broker:
         dsn = self.settings.database_url
         if not dsn:
             raise RuntimeError("no database URL: start through `reginamq serve`")
+        logging.getLogger("asyncpg.pool").addFilter(self._pool_reconnects)
         # Parallel retention workers of the elected process take connections of their own.
         self.pool = await create_pool(dsn, self.settings.pool_size + self.settings.retention_parallelism - 1)
         if not self.sealer.has_key:
@@ -111,6 +163,7 @@ class Broker:
         await self.spool.stop()
         if self.pool is not None:
             await self.pool.close()
+        logging.getLogger("asyncpg.pool").removeFilter(self._pool_reconnects)
 
     async def run(self, call: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:
         if self.pool is None:
@@ -119,16 +172,19 @@ class Broker:
             try:
                 async with self.pool.acquire(timeout=10) as conn:
                     try:
-                        return await call(conn)
+                        result = await call(conn)
                     except _BROKEN_CONNECTION:
                         conn.terminate()  # never hand a connection in an unknown state to the next request
                         raise
+                if self.reachability.lost_at is not None:
+                    self.reachability.back()
+                return result
             except _RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise Unavailable("the database kept aborting this request; retry") from None
                 await asyncio.sleep(0.01 * (attempt + 1))
             except _UNAVAILABLE as error:
-                log.warning("database unavailable: %s", error)
+                self.reachability.lost(error)
                 raise Unavailable("database unavailable") from error
             except asyncpg.DataError as error:
                 raise BadRequest(f"invalid value: {error}") from error

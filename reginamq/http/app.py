@@ -159,6 +159,7 @@ class App:
             return responses.error(error.status, str(error), **error.extra)
         except Unavailable as error:
             self.broker.meter.db_errors += 1
+            self.broker.reachability.refuse()
             return responses.error(503, str(error))
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return responses.error(400, f"invalid request: {error}")
