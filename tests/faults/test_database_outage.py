@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 
@@ -95,3 +96,30 @@ def outage(own_postgres, tmp_path, workers: int) -> None:
     assert results["stats"].get("push_buffered", 0) > 0, results["stats"]
     assert process.returncode == 0
     assert_clean(code, output, results)
+
+
+def test_an_outage_is_logged_once_when_it_begins_and_once_when_it_ends(own_postgres, tmp_path):
+    """Not a warning (and asyncpg's traceback) per request: one line when the database goes,
+    one when it is back, with how many requests were answered 503 in between."""
+    server, database_url = own_postgres
+    log_path = tmp_path / "broker.log"
+    process, url = start_broker_on(database_url, workers=1, log_path=log_path)
+    refused = 7
+    try:
+        assert get(url, "/health").status_code == 200
+        server.stop(mode="immediate")
+        answers = [get(url, "/api/v1/pop/queue/outage-log", wait="false").status_code for _ in range(refused)]
+        assert answers == [503] * refused
+        server.start()
+        assert wait_for(lambda: health(url) == 200, 30) is not None, "the broker did not reconnect"
+        assert wait_for(lambda: "available again" in log_path.read_text(), 10) is not None
+    finally:
+        stop_process(process)
+    text = log_path.read_text(errors="replace")
+    assert "Traceback" not in text, text[-4000:]
+    warnings = [line for line in text.splitlines() if " WARNING " in line]
+    assert len(warnings) == 2, "\n".join(warnings)
+    assert re.search(r"WARNING reginamq\.broker: database unavailable in process \d+ \(.+\): requests that need "
+                     r"it are answered 503 and pushes are spooled on disk until it is back$", warnings[0]), warnings
+    assert re.search(rf"WARNING reginamq\.broker: database available again in process \d+ after [\d.]+ s; "
+                     rf"{refused} request\(s\) were answered 503 meanwhile$", warnings[1]), warnings
