@@ -16,7 +16,8 @@ Once the database is ready, :meth:`PortClaim.listen` turns SO_REUSEPORT on for t
 listens on it (which fails if a program took the address meanwhile), then binds one socket a
 worker into its group: the kernel spreads new connections evenly over the workers. The serving
 process holds every socket; a respawned worker takes over its predecessor's socket with the
-connections waiting on it.
+connections waiting on it. (Linux: abstract socket names, and SO_REUSEPORT spreading
+connections over a group.)
 
 Granian stops a worker by waiting for its open requests, and a long poll may stay open for
 its whole timeout. So before the workers are asked to stop, each one gets SIGUSR1, on which
@@ -123,7 +124,7 @@ def _lock(port: int) -> socket.socket:
         if error.errno == errno.EADDRINUSE:
             raise PortUnavailable(f"port {port} is already in use by another reginamq broker; "
                                   "stop it or choose another port with --port") from None
-        raise
+        raise PortUnavailable(f"cannot take the lock of port {port}: {error.strerror or error}") from None
     return lock
 
 
@@ -161,7 +162,9 @@ def check_tls(cert: Path, key: Path) -> None:
 
 
 class BrokerServer(MPServer):
-    """Granian's multi-process server on the sockets of a :class:`PortClaim`."""
+    """Granian's multi-process server on the sockets of a :class:`PortClaim`: it hands each worker
+    its socket the way granian 2.8 hands its own on Linux, a (spec, holder) pair whose holder
+    wraps the descriptor, and the socket object beside it."""
 
     def __init__(self, target: str, claim: PortClaim, **options):
         super().__init__(target, address=claim.address, port=claim.port, **options)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -52,12 +53,8 @@ def refusal(result: subprocess.CompletedProcess | tuple[int, str], code: int = 1
 
 def postgres_running(data_dir: Path) -> bool:
     """Whether any process is a PostgreSQL server of ``data_dir``."""
-    for entry in Path("/proc").iterdir():
-        try:
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if arguments and arguments[0].endswith(b"postgres") and str(data_dir).encode() in arguments:
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "postgres" and str(data_dir) in (process.info["cmdline"] or ()):
             return True
     return False
 
