@@ -17,6 +17,8 @@ from reginamq.ctl.messages import pop, push, tail
 from reginamq.ctl.queues import queue
 from reginamq.ctl.status import status
 from reginamq.engine.sealing import Sealer
+from reginamq.engine.spool import SpoolUnusable
+from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from
 
 log = logging.getLogger("reginamq")
@@ -131,13 +133,14 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
             database_url = embedded.start()
         asyncio.run(apply_schema(database_url))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
+        prepare_spool(settings.resolved_spool_dir())
         from reginamq.server import serve as serve_http
 
         scheme = "http" if settings.tls_cert is None else "https"
         serve_http(settings, claim, on_listening=lambda: click.echo(
             f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "
             f"({settings.workers} worker{'s' if settings.workers > 1 else ''}, auth {settings.auth})", err=True))
-    except (PortUnavailable, EmbeddedPostgresError, DatabaseUnusable) as error:
+    except (PortUnavailable, EmbeddedPostgresError, DatabaseUnusable, SpoolUnusable) as error:
         raise Refusal(str(error)) from None
     finally:
         claim.close()

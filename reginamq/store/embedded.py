@@ -106,8 +106,8 @@ class EmbeddedPostgres:
             self.socket_dir.mkdir(parents=True, exist_ok=True)
             self._prepare_permissions()
         except OSError as error:
-            reason = (f"{error.filename} is a file, not a folder"
-                      if isinstance(error, (FileExistsError, NotADirectoryError)) else
+            reason = (f"{error.filename} is a file, not a folder" if isinstance(error, FileExistsError) else
+                      "a folder on its path is a file" if isinstance(error, NotADirectoryError) else
                       f"{error.strerror or error}" + (f" ({error.filename})" if error.filename else ""))
             raise EmbeddedPostgresError(f"cannot create the data folder {self.data_dir}: {reason}; "
                                         "choose another with --data-dir") from None
