@@ -137,7 +137,14 @@ class Broker:
             raise RuntimeError("no database URL: start through `reginamq serve`")
         logging.getLogger("asyncpg.pool").addFilter(self._pool_reconnects)
         # Parallel retention workers of the elected process take connections of their own.
-        self.pool = await create_pool(dsn, self.settings.pool_size + self.settings.retention_parallelism - 1)
+        size = self.settings.pool_size + self.settings.retention_parallelism - 1
+        try:
+            self.pool = await create_pool(dsn, size)
+        except _UNAVAILABLE as error:
+            # A worker (re)started while the database is away serves all the same (spooling pushes,
+            # answering 503): its connections open once the database answers again.
+            self.reachability.lost(error)
+            self.pool = await create_pool(dsn, size, warm=0)
         if not self.sealer.has_key:
             encrypted = frozenset()
             with contextlib.suppress(Unavailable):  # the database may be away: the spool copes

@@ -126,10 +126,11 @@ async def _reset(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
-async def create_pool(dsn: str, size: int) -> asyncpg.Pool:
+async def create_pool(dsn: str, size: int, warm: int = 2) -> asyncpg.Pool:
+    """A pool of up to ``size`` connections, ``warm`` of them opened now and kept open."""
     return await asyncpg.create_pool(
         dsn,
-        min_size=min(2, size),
+        min_size=min(warm, size),
         max_size=size,
         command_timeout=60,
         max_inactive_connection_lifetime=300,

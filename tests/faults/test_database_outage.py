@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 
+import psutil
 import pytest
 
 from reginamq.store.database import apply_schema
@@ -123,3 +124,33 @@ def test_an_outage_is_logged_once_when_it_begins_and_once_when_it_ends(own_postg
                      r"it are answered 503 and pushes are spooled on disk until it is back$", warnings[0]), warnings
     assert re.search(rf"WARNING reginamq\.broker: database available again in process \d+ after [\d.]+ s; "
                      rf"{refused} request\(s\) were answered 503 meanwhile$", warnings[1]), warnings
+
+
+def test_a_worker_restarted_during_an_outage_serves_and_the_broker_stays_up(own_postgres, tmp_path):
+    """A worker cannot open its connections while the database is away; it starts all the same
+    (granian would otherwise respawn it in a loop and then stop the whole broker)."""
+    server, database_url = own_postgres
+    log_path = tmp_path / "broker.log"
+    process, url = start_broker_on(database_url, workers=2, log_path=log_path)
+    try:
+        server.stop(mode="immediate")
+        victim = psutil.Process(process.pid).children()[0]
+        victim.kill()
+        victim.wait(10)
+
+        def respawned_and_started() -> bool:
+            workers = [child.pid for child in psutil.Process(process.pid).children()]
+            return any(f"database unavailable in process {pid} " in log_path.read_text()
+                       for pid in workers if pid != victim.pid)
+
+        assert wait_for(respawned_and_started, 30) is not None, log_path.read_text()[-4000:]
+        assert process.poll() is None
+        assert [get(url, "/api/v1/pop/queue/respawn-probe").status_code for _ in range(10)] == [503] * 10
+        server.start()
+        assert wait_for(lambda: health(url) == 200, 30) is not None, "the broker did not reconnect"
+        # new connections each, spread over both workers: every one is served
+        assert wait_for(lambda: all(get(url, "/api/v1/pop/queue/respawn-probe").status_code == 204
+                                    for _ in range(20)), 30) is not None
+    finally:
+        stop_process(process)
+    assert process.returncode == 0
