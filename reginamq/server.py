@@ -3,21 +3,21 @@ alone, and worker processes sharing it.
 
 The port. A broker never joins a port that another program or broker serves: the kernel would
 split the clients between them, and messages pushed to one would be missing from the other.
-A :class:`PortClaim`, made before anything else starts,
+Granian's workers each bind the port with SO_REUSEPORT (the kernel then spreads connections
+evenly over them), which would as readily join another broker's sockets. So a
+:class:`PortClaim`, made before anything else starts,
 
 - takes the port's lock, an abstract Unix socket named after the port, held by the serving
   process for its life (on Linux abstract names live per network namespace, as ports do, and
   the kernel drops them with their process), so of two brokers started together one goes on;
-- binds a first socket to the address with SO_REUSEADDR (a previous run's connections in
+- binds a probe socket to the address with SO_REUSEADDR (a previous run's connections in
   TIME_WAIT do not block it) and without SO_REUSEPORT, which fails while any socket listens on
-  the address or on one overlapping it (the wildcard address and a specific one).
+  the address or on one overlapping it (the wildcard address and a specific one), and holds it
+  until granian is about to bind, so nothing can take the address while the database starts.
 
-Once the database is ready, :meth:`PortClaim.listen` turns SO_REUSEPORT on for that socket and
-listens on it (which fails if a program took the address meanwhile), then binds one socket a
-worker into its group: the kernel spreads new connections evenly over the workers. The serving
-process holds every socket; a respawned worker takes over its predecessor's socket with the
-connections waiting on it. (Linux: abstract socket names, and SO_REUSEPORT spreading
-connections over a group.)
+What is left is the instant between dropping the probe and granian's binding: a program that
+binds the address then without SO_REUSEPORT makes granian fail (one line, as below); one with
+SO_REUSEPORT of the same user would be joined.
 
 Granian stops a worker by waiting for its open requests, and a long poll may stay open for
 its whole timeout. So before the workers are asked to stop, each one gets SIGUSR1, on which
@@ -29,13 +29,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-from granian._granian import SocketHolder
 from granian.constants import Interfaces, Loops
 from granian.server import MPServer
 
@@ -60,46 +60,29 @@ class TlsUnusable(Exception):
 
 
 class PortClaim:
-    """The port's lock and its listening sockets, held by the serving process; made, it has
-    the port to itself or raised :class:`PortUnavailable`."""
+    """The port's lock and its probe socket; made, this broker has the port to itself or raised
+    :class:`PortUnavailable`."""
 
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
-        self._family, self._bound = _resolve(host, port)
-        self.address: str = self._bound[0]
+        family, address = _resolve(host, port)
         self._lock: socket.socket | None = _lock(port)
-        self._sockets: list[socket.socket] = []
+        self._probe: socket.socket | None = socket.socket(family, socket.SOCK_STREAM)
         try:
-            self._add_socket(reuse_port=False)
+            self._probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._probe.bind(address)
         except OSError as error:
             self.close()
             raise _refusal(error, host, port) from None
 
-    def listen(self, workers: int) -> list[socket.socket]:
-        """One listening socket a worker, all in one SO_REUSEPORT group (see the module's doc)."""
-        try:
-            for index in range(workers):
-                sock = self._sockets[index] if index < len(self._sockets) else self._add_socket(reuse_port=True)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted connections inherit it
-                sock.listen(LISTEN_BACKLOG)
-        except OSError as error:
-            raise _refusal(error, self.host, self.port) from None
-        return list(self._sockets)
-
-    def _add_socket(self, reuse_port: bool) -> socket.socket:
-        sock = socket.socket(self._family, socket.SOCK_STREAM)
-        self._sockets.append(sock)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(self._bound)
-        return sock
+    def hand_over(self) -> None:
+        """Granian binds the address now: the probe goes, the lock stays."""
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
     def close(self) -> None:
-        for sock in self._sockets:
-            sock.close()
-        self._sockets.clear()
+        self.hand_over()
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -162,29 +145,6 @@ def check_tls(cert: Path, key: Path) -> None:
 
 
 class BrokerServer(MPServer):
-    """Granian's multi-process server on the sockets of a :class:`PortClaim`: it hands each worker
-    its socket the way granian 2.8 hands its own on Linux, a (spec, holder) pair whose holder
-    wraps the descriptor, and the socket object beside it."""
-
-    def __init__(self, target: str, claim: PortClaim, **options):
-        super().__init__(target, address=claim.address, port=claim.port, **options)
-        self._claim = claim
-        self._holders: list[tuple[SocketHolder, socket.socket]] = []
-
-    def _init_shared_socket(self):
-        self._holders = [(SocketHolder(sock.fileno(), False, LISTEN_BACKLOG), sock)
-                         for sock in self._claim.listen(self.workers)]
-        self._ssp = self._shd = self._sso = None
-
-    def _spawn_worker(self, idx, target, callback_loader):
-        # the worker receives (spec, holder) and the socket itself, which lets a spawned (not
-        # forked) worker inherit the descriptor
-        self._shd, self._sso = self._holders[idx]
-        return super()._spawn_worker(idx, target, callback_loader)
-
-    def _drop_shared_socket(self):
-        """The sockets are the claim's: closed once serving is over."""
-
     def _stop_workers(self):
         for worker in self.wrks:
             with contextlib.suppress(ProcessLookupError, AttributeError, TypeError):
@@ -199,8 +159,9 @@ def serve(settings: Settings, claim: PortClaim, on_listening: Callable[[], None]
     os.environ.update(settings.to_env())
     server = BrokerServer(
         "reginamq.http.app:create_app",
-        claim,
         factory=True,
+        address=settings.host,
+        port=settings.port,
         interface=Interfaces.RSGI,
         workers=settings.workers,
         loop=Loops.uvloop,
@@ -214,4 +175,23 @@ def serve(settings: Settings, claim: PortClaim, on_listening: Callable[[], None]
         ssl_key=settings.tls_key,
     )
     server.on_startup(on_listening)
-    server.serve()
+    claim.hand_over()
+    try:
+        server.serve()
+    except (OSError, RuntimeError) as error:
+        failed = _os_error(error)
+        if failed is None:
+            raise
+        raise _refusal(failed, settings.host, settings.port) from None
+
+
+def _os_error(error: Exception) -> OSError | None:
+    """The system call's failure behind a start-up error (granian reports a failed bind as a
+    RuntimeError whose text ends in "(os error N)", followed by a backtrace)."""
+    if isinstance(error, OSError):
+        return error
+    found = re.search(r"\(os error (\d+)\)", str(error))
+    if found is None:
+        return None
+    number = int(found[1])
+    return OSError(number, os.strerror(number))
