@@ -58,6 +58,7 @@ def _summary(row) -> dict:
         "state": _state(row),
         "subscriptionMode": row["subscription_mode"],
         "subscriptionTimestamp": stamp(row["subscription_from"]),
+        "conflation": bool(row["conflation"]),
         "subscriptionCreatedAt": stamp(row["subscribed_at"]),
     }
 
@@ -70,11 +71,6 @@ async def summaries(conn, group: str | None, queue: str | None) -> list[dict]:
 async def lagging(conn, min_lag_seconds: int) -> list[dict]:
     return [s for s in await summaries(conn, None, None)
             if s["totalLag"] > 0 and s["maxTimeLag"] >= min_lag_seconds]
-
-
-def _conflation(row) -> bool:
-    """The group's stored last-value-delivery policy on the queue, when the summary carries one."""
-    return bool(row.get("conflation", False))
 
 
 def _partition(row) -> dict:
@@ -103,7 +99,7 @@ def _partition(row) -> dict:
 def _queue(row, partitions: list[dict], page: Page) -> dict:
     summary = _summary(row)
     return {
-        "conflation": _conflation(row),
+        "conflation": summary["conflation"],
         "partitions": partitions,
         "state": summary["state"],
         "subscriptionMode": summary["subscriptionMode"],

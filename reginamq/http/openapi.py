@@ -215,7 +215,7 @@ GROUP_ENTRY = obj({"name": STRING, "queueName": STRING, "topics": array(STRING),
                    "maxTimeLag": INTEGER, "oldestPendingAt": NULLABLE_STAMP,
                    "state": {"type": "string", "enum": ["Stable", "Lagging", "Dead"]},
                    "subscriptionMode": NULLABLE_STRING, "subscriptionTimestamp": NULLABLE_STAMP,
-                   "subscriptionCreatedAt": NULLABLE_STAMP})
+                   "subscriptionCreatedAt": NULLABLE_STAMP, "conflation": BOOLEAN})
 GROUP_PARTITION = obj({"partition": STRING, "workerId": NULLABLE_STRING, "lastConsumedAt": NULLABLE_STAMP,
                        "totalConsumed": INTEGER, "offsetLag": INTEGER, "timeLagSeconds": INTEGER,
                        "leaseActive": BOOLEAN, "leaseExpiresAt": NULLABLE_STAMP, "partitionId": STRING,

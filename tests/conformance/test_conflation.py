@@ -85,6 +85,7 @@ async def test_depth_counts_a_conflating_groups_work_in_partitions(queen, queue,
     assert depth["pending"] == 12 and depth["partitionsPending"] == 3 and depth["effectivePending"] == 3
     plain = await queen.admin.get_queue_depth(queue)
     assert plain["conflation"] is False and plain["effectivePending"] == plain["pending"]
+    assert (await queen.admin.get_consumer_group(group))[queue]["conflation"] is True
 
 
 async def test_the_policy_stored_at_registration_wins_for_every_consumer_of_the_group(queen, queue, group):

@@ -11,7 +11,7 @@ from tests.integration.helpers import ISO_MILLIS, ack, ack_batch, configure, pop
 
 ENTRY_FIELDS = {"name", "queueName", "topics", "members", "cursors", "partitions", "partitionsWithLag",
                 "totalLag", "maxTimeLag", "oldestPendingAt", "state", "subscriptionMode",
-                "subscriptionTimestamp", "subscriptionCreatedAt"}
+                "subscriptionTimestamp", "subscriptionCreatedAt", "conflation"}
 # Queen's fields of a partition in a group's detail, then the lease's expiry and reginamq's offsets
 QUEEN_PARTITION_FIELDS = {"partition", "workerId", "lastConsumedAt", "totalConsumed", "offsetLag", "timeLagSeconds",
                           "leaseActive"}

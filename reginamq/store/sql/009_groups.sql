@@ -11,17 +11,17 @@
 -- The queues a group reads, one row each, with the subscription that places its cursors.
 CREATE OR REPLACE FUNCTION rq_grp_pairs(p_group text, p_queue text)
 RETURNS TABLE (queue_id bigint, name text, subscription_mode text, subscription_from timestamptz,
-               created_at timestamptz, subscribed bool)
+               created_at timestamptz, subscribed bool, conflation bool)
 LANGUAGE sql STABLE AS $$
-    SELECT g.queue_id, g.name, g.subscription_mode, g.subscription_from, g.created_at, true
+    SELECT g.queue_id, g.name, g.subscription_mode, g.subscription_from, g.created_at, true, g.conflation
     FROM rq_consumer_groups g JOIN rq_queues q ON q.id = g.queue_id
     WHERE (p_group IS NULL OR g.name = p_group) AND (p_queue IS NULL OR q.name = p_queue)
     UNION ALL
-    SELECT q.id, p_group, 'all', NULL::timestamptz, q.created_at, true
+    SELECT q.id, p_group, 'all', NULL::timestamptz, q.created_at, true, false
     FROM rq_queues q
     WHERE p_group = '__QUEUE_MODE__' AND (p_queue IS NULL OR q.name = p_queue)
     UNION ALL
-    SELECT DISTINCT p.queue_id, c.consumer_group, NULL::text, NULL::timestamptz, NULL::timestamptz, false
+    SELECT DISTINCT p.queue_id, c.consumer_group, NULL::text, NULL::timestamptz, NULL::timestamptz, false, false
     FROM rq_consumers c
     JOIN rq_partitions p ON p.id = c.partition_id
     JOIN rq_queues q ON q.id = p.queue_id
@@ -37,13 +37,13 @@ RETURNS TABLE (queue_id bigint, queue_name text, group_name text, subscription_m
                subscription_from timestamptz, subscribed_at timestamptz, partition_id uuid,
                partition_name text, last_offset bigint, log_start bigint, committed bigint,
                effective bigint, lease_id uuid, lease_expires_at timestamptz,
-               span_start bigint, span_end bigint)
+               span_start bigint, span_end bigint, conflation bool)
 LANGUAGE sql STABLE AS $$
     SELECT pr.queue_id, q.name, pr.name, pr.subscription_mode, pr.subscription_from, pr.created_at,
            p.id, p.name, p.last_offset, rq_first_offset(p.id, p.log_start, p.last_offset), c.committed,
            rq_effective_committed(p.id, p.log_start, p.last_offset, p.last_write_at, c.committed,
                                   pr.subscription_from),
-           c.lease_id, c.lease_expires_at, c.span_start, c.span_end
+           c.lease_id, c.lease_expires_at, c.span_start, c.span_end, pr.conflation
     FROM rq_grp_pairs(p_group, p_queue) pr
     JOIN rq_queues q ON q.id = pr.queue_id
     LEFT JOIN rq_partitions p ON p.queue_id = pr.queue_id
@@ -56,14 +56,14 @@ $$;
 CREATE OR REPLACE FUNCTION rq_grp_summaries(p_group text, p_queue text)
 RETURNS TABLE (group_name text, queue_name text, subscription_mode text, subscription_from timestamptz,
                subscribed_at timestamptz, partitions bigint, cursors bigint, leased bigint,
-               partitions_with_lag bigint, total_lag bigint, oldest_pending_at timestamptz)
+               partitions_with_lag bigint, total_lag bigint, oldest_pending_at timestamptz, conflation bool)
 LANGUAGE sql STABLE AS $$
     SELECT x.group_name, x.queue_name, max(x.subscription_mode), max(x.subscription_from),
            max(x.subscribed_at), count(x.partition_id), count(x.committed),
            count(*) FILTER (WHERE x.span_end IS NOT NULL AND x.lease_expires_at > now()),
            count(*) FILTER (WHERE x.last_offset > x.effective),
            coalesce(sum(greatest(x.last_offset - x.effective, 0)), 0)::bigint,
-           min(f.created_at)
+           min(f.created_at), bool_or(x.conflation)
     FROM rq_grp_cursors(p_group, p_queue) x
     -- the segment holding the group's first unconsumed message (an index probe, lagging rows only)
     LEFT JOIN LATERAL (
