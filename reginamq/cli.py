@@ -62,7 +62,9 @@ class Refusal(click.ClickException):
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=None,
               help="Largest accepted request body [default: 8 MiB].")
 @click.option("--default-subscription-mode", type=click.Choice(["all", "new"]), default=None,
-              help="Where a new named consumer group starts reading [default: all].")
+              help="Where a named consumer group starts reading at its first pop when the pop does not say: "
+                   "new = messages pushed from then on, as Queen; all = the whole backlog "
+                   "(also REGINAMQ_DEFAULT_SUBSCRIPTION_MODE or Queen's DEFAULT_SUBSCRIPTION_MODE) [default: new].")
 @click.option("--maintenance-interval", type=click.FloatRange(0.1, 3600), default=None,
               help="Seconds between retention rounds [default: 5].")
 @click.option("--retention-parallelism", type=click.IntRange(1, 16), default=None,

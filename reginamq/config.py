@@ -35,7 +35,8 @@ class Settings:
     pool_size: int = 10
     max_body_bytes: int = 8 * 1024 * 1024
     log_level: str = "info"
-    default_subscription_mode: str = "all"
+    # Where a named consumer group's cursors start at its first pop; Queen's default is "new".
+    default_subscription_mode: str = "new"
     maintenance_interval: float = 5.0
     retention_parallelism: int = 1
     partition_idle_days: float = 7.0
@@ -110,7 +111,8 @@ class Settings:
         if "auth" not in values and env.get("JWT_ENABLED", "").lower() == "true":
             values["auth"] = "jwt"
         if "default_subscription_mode" not in values and env.get("DEFAULT_SUBSCRIPTION_MODE"):
-            values["default_subscription_mode"] = env["DEFAULT_SUBSCRIPTION_MODE"]
+            values["default_subscription_mode"] = subscription_mode(env["DEFAULT_SUBSCRIPTION_MODE"],
+                                                                    "DEFAULT_SUBSCRIPTION_MODE")
         if "database_url" not in values:
             queen_url = _queen_pg_url(env)
             if queen_url:
@@ -165,7 +167,21 @@ _NUMBERS: dict[str, tuple[type, float, float]] = {
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
+def subscription_mode(raw: str, source: str = "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE") -> str:
+    """``all`` or ``new``; Queen's spellings of ``new`` (``new-only``, ``new_only``, ``newonly``;
+    trimmed, any case) are ``new``. Anything else is refused: a typo must not decide silently
+    whether a new group replays the backlog."""
+    mode = raw.strip().lower()
+    if mode == "all":
+        return "all"
+    if mode in ("new", "new-only", "new_only", "newonly"):
+        return "new"
+    raise SettingError(f"{source} must be all or new, not {raw!r}")
+
+
 def _coerce(name: str, raw: str, variable: str) -> object:
+    if name == "default_subscription_mode":
+        return subscription_mode(raw, variable)
     if name in _NUMBERS:
         kind, low, high = _NUMBERS[name]
         try:

@@ -105,6 +105,16 @@ def test_a_malformed_pg_setting_is_refused_before_anything_starts(tmp_path, sett
     assert not (tmp_path / "pg").exists()
 
 
+@pytest.mark.parametrize("variable", ["REGINAMQ_DEFAULT_SUBSCRIPTION_MODE", "DEFAULT_SUBSCRIPTION_MODE"])
+def test_an_unknown_default_subscription_mode_is_refused_before_anything_starts(tmp_path, variable):
+    result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--data-dir", str(tmp_path / "pg")],
+                            capture_output=True, text=True, timeout=60,
+                            env={**without_broker_settings(), variable: "latest"})
+    assert result.returncode == 2, result.stderr
+    assert f"{variable} must be all or new, not 'latest'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "pg").exists()
+
+
 def test_pg_settings_are_refused_with_a_database_of_ones_own(database_url):
     result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--database-url", database_url,
                              "--pg-setting", "work_mem=7MB"], capture_output=True, text=True, timeout=60)

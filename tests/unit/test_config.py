@@ -24,8 +24,36 @@ def test_settings_round_trip_through_the_environment():
     assert Settings.from_env(settings.to_env()) == settings
 
 
-def test_queen_default_subscription_mode_is_honoured():
-    assert Settings.from_env({"DEFAULT_SUBSCRIPTION_MODE": "new"}).default_subscription_mode == "new"
+def test_default_subscription_mode_is_new_as_on_queen():
+    assert Settings().default_subscription_mode == "new"
+    assert Settings.from_env({}).default_subscription_mode == "new"
+
+
+def test_queen_default_subscription_mode_is_honoured_below_reginamq_and_the_flag():
+    assert Settings.from_env({"DEFAULT_SUBSCRIPTION_MODE": "all"}).default_subscription_mode == "all"
+    env = {"DEFAULT_SUBSCRIPTION_MODE": "all", "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE": "new"}
+    assert Settings.from_env(env).default_subscription_mode == "new"
+    assert Settings.from_env(env, default_subscription_mode="all").default_subscription_mode == "all"
+
+
+@pytest.mark.parametrize("raw", ["new", "NEW", " new-only ", "new_only", "NewOnly"])
+@pytest.mark.parametrize("variable", ["REGINAMQ_DEFAULT_SUBSCRIPTION_MODE", "DEFAULT_SUBSCRIPTION_MODE"])
+def test_queens_spellings_of_new_are_new(variable, raw):
+    assert Settings.from_env({variable: raw}).default_subscription_mode == "new"
+
+
+@pytest.mark.parametrize("variable", ["REGINAMQ_DEFAULT_SUBSCRIPTION_MODE", "DEFAULT_SUBSCRIPTION_MODE"])
+def test_all_in_any_case_is_all_and_round_trips(variable):
+    settings = Settings.from_env({variable: " All "})
+    assert settings.default_subscription_mode == "all"
+    assert Settings.from_env(settings.to_env()) == settings
+
+
+@pytest.mark.parametrize("raw", ["latest", "now", "al", "new only"])
+@pytest.mark.parametrize("variable", ["REGINAMQ_DEFAULT_SUBSCRIPTION_MODE", "DEFAULT_SUBSCRIPTION_MODE"])
+def test_an_unknown_subscription_mode_is_refused_naming_the_variable(variable, raw):
+    with pytest.raises(ValueError, match=f"^{variable} must be all or new"):
+        Settings.from_env({variable: raw})
 
 
 def test_retention_settings_from_the_environment_with_their_ranges():
