@@ -27,8 +27,9 @@ async def sink_messages(queen, name: str, expected: int, seconds: float = 10.0) 
 
 
 async def run_until_sunk(stream: Stream, queen, broker_url: str, query_id: str, sink: str, expected: int):
-    """Run the stream until its sink holds ``expected`` messages; the stopped runner and the messages."""
-    runner = await stream.run(query_id=query_id, url=broker_url, max_wait_millis=200)
+    """Run the stream until its sink holds ``expected`` messages; the stopped runner and the messages.
+    The source was pushed before the stream's group first pops, so the stream asks for all of it."""
+    runner = await stream.run(query_id=query_id, url=broker_url, max_wait_millis=200, subscription_mode="all")
     try:
         return runner, await sink_messages(queen, sink, expected)
     finally:
@@ -73,7 +74,7 @@ async def test_a_gate_keeps_the_denied_messages_for_later(queen, broker_url, que
         return True
 
     runner = await (Stream.from_(queen.queue(queue)).gate(first_three).to(queen.queue(queue2))
-                    .run(query_id=query_id, url=broker_url, max_wait_millis=200))
+                    .run(query_id=query_id, url=broker_url, max_wait_millis=200, subscription_mode="all"))
     try:
         out = await sink_messages(queen, queue2, 3)
         await asyncio.sleep(2.5)  # the tail's lease expires, the runner pops it again, the gate denies again

@@ -61,8 +61,8 @@ async def test_consumer_group_null_means_queue_mode(http, queue):
 
 async def test_named_group_ack_only_affects_that_group(http, queue):
     await push(http, queue, "m")
-    [g1] = await pop_messages(http, queue, consumerGroup="g1")
-    [g2] = await pop_messages(http, queue, consumerGroup="g2")
+    [g1] = await pop_messages(http, queue, consumerGroup="g1", subscriptionMode="all")
+    [g2] = await pop_messages(http, queue, consumerGroup="g2", subscriptionMode="all")
     assert (await ack(http, g1))["success"] is True
     assert await pop(http, queue, consumerGroup="g1") is None
     # g2 still holds its own lease and its own cursor

@@ -191,7 +191,7 @@ async def test_bad_group_params_create_no_group(http, queue, db):
         "SELECT count(*) FROM rq_consumer_groups g JOIN rq_queues q ON q.id = g.queue_id WHERE q.name = $1",
         queue)
     assert count == 0
-    assert [m["data"] for m in await pop_messages(http, queue, consumerGroup="g")] == ["m"]
+    assert [m["data"] for m in await pop_messages(http, queue, consumerGroup="g", subscriptionMode="all")] == ["m"]
 
 
 async def test_bad_pop_parameters_on_discovery_and_partition_routes(http):

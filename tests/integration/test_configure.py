@@ -36,7 +36,7 @@ async def test_configure_namespace_and_task(http, queue):
     assert answer["namespace"] == "billing"
     assert answer["task"] == "invoices"
     await push(http, queue, "m")
-    body = await pop(http, namespace="billing", task="invoices", consumerGroup=f"g-{queue}")
+    body = await pop(http, namespace="billing", task="invoices", consumerGroup=f"g-{queue}", subscriptionMode="all")
     assert body is not None and body["queue"] == queue
 
 

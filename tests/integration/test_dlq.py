@@ -9,7 +9,7 @@ from tests.integration.helpers import ISO_MILLIS, item, push_items
 
 async def dead_letter(http, queue, partition, n, group=None):
     await push_items(http, [item(queue, {"n": i}, partition) for i in range(n)])
-    params = {"batch": 100, **({"consumerGroup": group} if group else {})}
+    params = {"batch": 100, **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})}
     popped = (await http.get(f"/api/v1/pop/queue/{queue}/partition/{partition}", params=params)).json()
     acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
              "status": "dlq", "error": f"bad {m['data']['n']}"} for m in popped["messages"]]

@@ -10,7 +10,7 @@ from tests.integration.helpers import ack_batch, pop, pop_messages, push
 async def test_each_named_group_sees_every_message(http, queue):
     await push(http, queue, *range(5))
     for group in ("g1", "g2", "g3"):
-        messages = await pop_messages(http, queue, consumerGroup=group)
+        messages = await pop_messages(http, queue, consumerGroup=group, subscriptionMode="all")
         assert [m["data"] for m in messages] == list(range(5))
         await ack_batch(http, messages, consumer_group=group)
     # queue mode is one more independent reader
@@ -22,16 +22,18 @@ async def test_each_named_group_sees_every_message(http, queue):
 
 async def test_acks_of_one_group_do_not_move_another(http, queue):
     await push(http, queue, "a", "b")
-    g1 = await pop_messages(http, queue, consumerGroup="g1")
+    g1 = await pop_messages(http, queue, consumerGroup="g1", subscriptionMode="all")
     await ack_batch(http, g1, consumer_group="g1")
-    g2 = await pop_messages(http, queue, consumerGroup="g2")
+    g2 = await pop_messages(http, queue, consumerGroup="g2", subscriptionMode="all")
     assert [m["data"] for m in g2] == ["a", "b"]
 
 
-async def test_named_group_default_subscription_reads_history(http, queue):
+async def test_named_group_default_subscription_is_new_as_on_queen(http, queue):
     await push(http, queue, "old-1", "old-2")
+    assert await pop(http, queue, consumerGroup="late-joiner") is None
+    await push(http, queue, "later")
     messages = await pop_messages(http, queue, consumerGroup="late-joiner")
-    assert [m["data"] for m in messages] == ["old-1", "old-2"]
+    assert [m["data"] for m in messages] == ["later"]
 
 
 async def test_subscription_mode_all_reads_history(http, queue):
@@ -46,8 +48,8 @@ async def _skips_history(http, queue, **subscription):
     await push(http, queue, "after")
     messages = await pop_messages(http, queue, consumerGroup="fresh", **subscription)
     assert [m["data"] for m in messages] == ["after"]
-    # another group (default "all") still sees the history
-    history = await pop_messages(http, queue, consumerGroup="historian")
+    # another group that asks for "all" still sees the history
+    history = await pop_messages(http, queue, consumerGroup="historian", subscriptionMode="all")
     assert [m["data"] for m in history] == ["before-1", "before-2", "after"]
 
 

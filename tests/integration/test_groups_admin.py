@@ -46,7 +46,7 @@ async def test_list_reports_lag_and_leases_per_group_and_queue(http, queue):
     group = unique("g")
     await push(http, queue, *range(3), partition="a")
     await push(http, queue, *range(2), partition="b")
-    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=2)
+    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=2, subscriptionMode="all")
     await pop_messages(http, queue, "a", batch=10)  # queue mode reads too: never listed
 
     [entry] = await entries(http, group)
@@ -158,7 +158,8 @@ async def test_delete_for_one_queue_with_and_without_metadata(http, queue):
     group, other = unique("g"), unique("q")
     for name in (queue, other):
         await push(http, name, 1, 2, partition="p")
-        await ack_batch(http, await pop_messages(http, name, consumerGroup=group), consumer_group=group)
+        await ack_batch(http, await pop_messages(http, name, consumerGroup=group, subscriptionMode="all"),
+                        consumer_group=group)
 
     keep = await http.delete(f"/api/v1/consumer-groups/{group}/queues/{queue}", params={"deleteMetadata": "false"})
     assert keep.status_code == 200
@@ -198,7 +199,7 @@ async def test_seek_to_end_skips_the_backlog_and_clears_leases(http, queue):
     group = unique("g")
     await push(http, queue, *range(3), partition="a")
     await push(http, queue, *range(2), partition="b")
-    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=1)
+    leased = await pop_messages(http, queue, "a", consumerGroup=group, batch=1, subscriptionMode="all")
 
     answer = await seek(http, group, queue, {"toEnd": True})
     assert answer == {"success": True, "consumerGroup": group, "queueName": queue, "seekToEnd": True,
@@ -223,7 +224,7 @@ async def test_seek_to_a_timestamp_rewinds_and_creates_missing_cursors(http, que
     await asyncio.sleep(0.05)
     await push(http, queue, "new-a", partition="a")
     await push(http, queue, "new-b", partition="b")
-    consumed = await pop_messages(http, queue, "a", consumerGroup=group, batch=10)
+    consumed = await pop_messages(http, queue, "a", consumerGroup=group, batch=10, subscriptionMode="all")
     await ack_batch(http, consumed, consumer_group=group)
     instant = next(m["createdAt"] for m in consumed if m["data"] == "new-a")
     instant_b = (await pop_messages(http, queue, "b", batch=10))[1]["createdAt"]  # queue mode peeks b
@@ -266,7 +267,7 @@ async def test_seek_on_an_unknown_queue_or_group_is_404(http, queue):
 async def test_subscription_change_seeds_cursors_created_later(http, queue):
     group = unique("g")
     await push(http, queue, "a-old", partition="a")
-    assert len(await pop_messages(http, queue, "a", consumerGroup=group)) == 1
+    assert len(await pop_messages(http, queue, "a", consumerGroup=group, subscriptionMode="all")) == 1
     await push(http, queue, "b-old", partition="b")  # group has no cursor on b yet
 
     response = await http.post(f"/api/v1/consumer-groups/{group}/subscription",

@@ -53,8 +53,8 @@ async def test_other_partitions_stay_available_while_one_is_leased(http, queue):
 
 async def test_different_groups_lease_independently(http, queue):
     await push(http, queue, "x", "y")
-    g1 = await pop(http, queue, consumerGroup="g1")
-    g2 = await pop(http, queue, consumerGroup="g2")
+    g1 = await pop(http, queue, consumerGroup="g1", subscriptionMode="all")
+    g2 = await pop(http, queue, consumerGroup="g2", subscriptionMode="all")
     queue_mode = await pop(http, queue)
     for body in (g1, g2, queue_mode):
         assert body is not None

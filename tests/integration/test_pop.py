@@ -86,18 +86,18 @@ async def test_pop_by_namespace_and_by_task(http):
     await push(http, q2, "two")
     got = {}
     for _ in range(2):
-        body = await pop(http, namespace=namespace, consumerGroup="ns-reader")
+        body = await pop(http, namespace=namespace, consumerGroup="ns-reader", subscriptionMode="all")
         assert body is not None
         got[body["queue"]] = [m["data"] for m in body["messages"]]
     assert got == {q1: ["one"], q2: ["two"]}
     assert await pop(http, namespace=namespace, consumerGroup="ns-reader") is None
     got = {}
     for _ in range(2):
-        body = await pop(http, task=task, consumerGroup="task-reader")
+        body = await pop(http, task=task, consumerGroup="task-reader", subscriptionMode="all")
         assert body is not None
         got[body["queue"]] = [m["data"] for m in body["messages"]]
     assert got == {q1: ["one"], q2: ["two"]}
-    body = await pop(http, namespace=namespace, task=task, consumerGroup="both")
+    body = await pop(http, namespace=namespace, task=task, consumerGroup="both", subscriptionMode="all")
     assert body is not None and body["queue"] in (q1, q2)
     assert await pop(http, namespace=namespace, task=unique("no"), consumerGroup="both2") is None
 
@@ -222,7 +222,7 @@ async def test_pop_answer_shape(http, queue):
 
 async def test_named_group_is_echoed(http, queue):
     await push(http, queue, 1)
-    body = await pop(http, queue, consumerGroup="billing")
+    body = await pop(http, queue, consumerGroup="billing", subscriptionMode="all")
     assert body["consumerGroup"] == "billing"
     assert body["messages"][0]["consumerGroup"] == "billing"
 

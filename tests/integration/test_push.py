@@ -68,7 +68,8 @@ async def test_partition_defaults_to_Default(http, queue):
     body = await pop(http, queue)
     assert body["partition"] == "Default"
     assert body["messages"][0]["partition"] == "Default"
-    assert [m["data"] for m in await pop_messages(http, queue, "Default", consumerGroup="g")] == ["x"]
+    popped = await pop_messages(http, queue, "Default", consumerGroup="g", subscriptionMode="all")
+    assert [m["data"] for m in popped] == ["x"]
 
 
 async def test_transaction_id_defaults_to_message_id(http, queue):
@@ -83,11 +84,11 @@ async def test_dotted_name_derives_namespace_and_task(http):
     namespace, task = unique("ns"), unique("task")
     queue = f"{namespace}.{task}.c"
     await push(http, queue, {"dotted": True})
-    by_namespace = await pop(http, namespace=namespace, consumerGroup="by-namespace")
+    by_namespace = await pop(http, namespace=namespace, consumerGroup="by-namespace", subscriptionMode="all")
     assert by_namespace is not None
     assert by_namespace["queue"] == queue
     assert [m["data"] for m in by_namespace["messages"]] == [{"dotted": True}]
-    by_task = await pop(http, task=task, consumerGroup="by-task")
+    by_task = await pop(http, task=task, consumerGroup="by-task", subscriptionMode="all")
     assert by_task is not None
     assert by_task["queue"] == queue
     assert [m["data"] for m in by_task["messages"]] == [{"dotted": True}]

@@ -72,7 +72,8 @@ async def test_the_byte_budget_bounds_an_entry_and_the_call_but_always_moves_on(
 async def test_deleted_messages_are_skipped(http, queue):
     pushed = await push(http, queue, "a", "b", "c", partition="p")
     [listed] = await fetch(http, {"queue": queue, "partition": "p"})
-    partition_id = (await pop(http, queue, batch=1, consumerGroup="peek"))["messages"][0]["partitionId"]
+    peeked = await pop(http, queue, batch=1, consumerGroup="peek", subscriptionMode="all")
+    partition_id = peeked["messages"][0]["partitionId"]
     response = await http.delete(f"/api/v1/messages/{partition_id}/{pushed[1]['transaction_id']}")
     assert response.status_code == 200, response.text
     [after] = await fetch(http, {"queue": queue, "partition": "p"})

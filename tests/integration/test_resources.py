@@ -25,7 +25,7 @@ async def get_ok(http, path, **params) -> dict | list:
 
 async def consume(http, queue, partition, count, group=None):
     """Pop `count` messages of one partition and ack them all."""
-    params = {"batch": count, **({"consumerGroup": group} if group else {})}
+    params = {"batch": count, **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})}
     messages = await pop_messages(http, queue, partition, **params)
     assert len(messages) == count
     await ack_batch(http, messages, consumer_group=group)

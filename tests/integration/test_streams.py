@@ -52,7 +52,7 @@ async def test_a_cycle_commits_state_sink_and_ack_together(http, name, queue):
     query_id = (await register(http, name))["query_id"]
     sink = f"{queue}-sink"
     await push(http, queue, 1, 2, partition="p")
-    popped = await pop(http, queue, batch=10, consumerGroup="g")
+    popped = await pop(http, queue, batch=10, consumerGroup="g", subscriptionMode="all")
     last, partition_id = popped["messages"][-1], popped["partitionId"]
     answer = await cycle(http, query_id=query_id, partition_id=partition_id, consumer_group="g",
                          state_ops=[{"type": "upsert", "key": "w\u001f1", "value": {"windowEnd": 1000, "acc": 3}},
@@ -80,7 +80,7 @@ async def test_a_refused_ack_rolls_the_whole_cycle_back(http, name, queue):
     query_id = (await register(http, name))["query_id"]
     sink = f"{queue}-sink"
     await push(http, queue, 1, partition="p")
-    popped = await pop(http, queue, batch=10, consumerGroup="g")
+    popped = await pop(http, queue, batch=10, consumerGroup="g", subscriptionMode="all")
     message, partition_id = popped["messages"][0], popped["partitionId"]
     answer = await cycle(http, query_id=query_id, partition_id=partition_id, consumer_group="g",
                          state_ops=[{"type": "upsert", "key": "k", "value": 1}],
@@ -97,7 +97,7 @@ async def test_a_refused_ack_rolls_the_whole_cycle_back(http, name, queue):
 async def test_a_flush_cycle_without_ack_and_an_unknown_query(http, name, queue):
     query_id = (await register(http, name))["query_id"]
     await push(http, queue, 1, partition="p")
-    partition_id = (await pop(http, queue, consumerGroup="peek"))["partitionId"]
+    partition_id = (await pop(http, queue, consumerGroup="peek", subscriptionMode="all"))["partitionId"]
     flushed = await cycle(http, query_id=query_id, partition_id=partition_id,
                           state_ops=[{"type": "upsert", "key": "k", "value": {"x": 1}}])
     assert flushed["success"] is True and flushed["ack_result"] is None
@@ -131,7 +131,7 @@ async def test_bad_bodies_are_400(http, path, body):
 async def test_deleting_the_source_queue_takes_its_partitions_state(http, db, name, queue):
     query_id = (await register(http, name))["query_id"]
     await push(http, queue, 1, partition="p")
-    popped = await pop(http, queue, batch=10, consumerGroup="g")
+    popped = await pop(http, queue, batch=10, consumerGroup="g", subscriptionMode="all")
     answer = await cycle(http, query_id=query_id, partition_id=popped["partitionId"], consumer_group="g",
                          state_ops=[{"type": "upsert", "key": "k", "value": 1}])
     assert answer["success"] is True
