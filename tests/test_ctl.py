@@ -105,11 +105,13 @@ def test_pop_prints_json_lines_acks_and_exits_4_when_empty(ctl):
 def test_pop_no_ack_leaves_the_message_leased(ctl):
     queue = name()
     ctl("push", "-q", queue, input=ndjson("hello"))
-    leased = ctl("pop", "-q", queue, "-g", "readers", "--no-ack")
+    leased = ctl("pop", "-q", queue, "-g", "readers", "--no-ack", "--subscription-mode", "all")
     assert leased.exit_code == 0 and lines(leased)[0]["data"] == "hello"
     assert lines(leased)[0]["consumerGroup"] == "readers"
     assert ctl("pop", "-q", queue, "-g", "readers").exit_code == 4  # still leased
-    assert ctl("pop", "-q", queue, "-g", "others").exit_code == 0  # every group sees every message
+    # every group sees every message (one new to the queue, when it asks for the backlog)
+    assert ctl("pop", "-q", queue, "-g", "others", "--subscription-mode", "all").exit_code == 0
+    assert ctl("pop", "-q", queue, "-g", "latecomers").exit_code == 4  # the broker's default: new
 
 
 def test_pop_wait_long_polls(ctl, http):
@@ -171,6 +173,9 @@ def test_tail_reads_as_a_group_and_stops_when_told(ctl):
 
 def test_tail_follow_wakes_on_new_messages(ctl, http):
     queue = name()
+    push_http(http, queue, ["before"])
+    # -f: a group new to the queue follows what is pushed from its first pop on
+    assert ctl("tail", "-f", "-q", queue, "-g", "f", "--duration", "0.3").exit_code == 4
     threading.Timer(0.5, push_http, (http, queue, ["x", "y"])).start()
     started = time.monotonic()
     result = ctl("tail", "-f", "-q", queue, "-g", "f", "--max-messages", "2", "--duration", "20", "--data-only")
@@ -183,7 +188,7 @@ def test_tail_stops_cleanly_on_ctrl_c(broker_url, http, ctl):
     push_http(http, queue, ["first"])
     process = subprocess.Popen(
         [sys.executable, "-m", "reginamq", "tail", "-f", "-q", queue, "-g", "cc", "--data-only",
-         "--url", broker_url],
+         "--subscription-mode", "all", "--url", broker_url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -252,7 +257,7 @@ def test_queue_configure_list_show_delete(ctl):
 def test_group_list_lag_seek_delete(ctl):
     queue, group = name(), name("g")
     ctl("push", "-q", queue, "-p", "p", input=ndjson(1, 2, 3))
-    assert ctl("pop", "-q", queue, "-g", group).exit_code == 0
+    assert ctl("pop", "-q", queue, "-g", group, "--subscription-mode", "all").exit_code == 0
 
     listed = ctl("group", "list", "--queue", queue, "--json")
     assert listed.exit_code == 0
@@ -291,7 +296,8 @@ def test_group_list_lag_seek_delete(ctl):
 
 def dead_letters(http: httpx.Client, queue: str, group: str, payloads: list) -> None:
     push_http(http, queue, payloads)
-    response = http.get(f"/api/v1/pop/queue/{queue}", params={"consumerGroup": group, "batch": len(payloads)})
+    response = http.get(f"/api/v1/pop/queue/{queue}",
+                        params={"consumerGroup": group, "subscriptionMode": "all", "batch": len(payloads)})
     messages = response.json()["messages"]
     acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
              "status": "dlq", "error": "boom"} for m in messages]

@@ -190,7 +190,8 @@ def _show(ctl, message: dict, data_only: bool) -> None:
     ctl.out.line(message.get("data") if data_only else message)
 
 
-def consumer_options(function):
+def consumer_options(subscription_help: str):
+    """The options pop and tail share; each says where a new group starts by default."""
     options = [
         click.option("--queue", "-q", required=True),
         click.option("--partition", "-p", default=None, help="Only this partition [default: any]."),
@@ -199,16 +200,21 @@ def consumer_options(function):
         click.option("--lease-seconds", type=click.IntRange(1), default=None,
                      help="Lease of a pop [default: the queue's leaseTime]."),
         click.option("--subscription-mode", type=click.Choice(["all", "new", "new-only"]), default=None,
-                     help="Where a new group starts reading [default: the broker's, normally all]."),
+                     help=subscription_help),
         click.option("--data-only", is_flag=True, help="Print only each message's payload."),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+
+    def decorate(function):
+        for option in reversed(options):
+            function = option(function)
+        return function
+    return decorate
 
 
 @click.command("pop", cls=CtlCommand)
-@consumer_options
+@consumer_options("Where a group new to the queue starts reading: all = the backlog, new = messages pushed "
+                  "from its first pop on [default: the broker's, new unless it was started with "
+                  "--default-subscription-mode all].")
 @click.option("--group", "-g", default=None, help="Consumer group [default: queue mode].")
 @click.option("--batch", "-n", type=click.IntRange(1, MAX_BATCH), default=1, show_default=True,
               help="Messages to pop.")
@@ -232,7 +238,10 @@ def pop(ctl, queue, partition, partitions, lease_seconds, subscription_mode, dat
 
 
 @click.command("tail", cls=CtlCommand)
-@consumer_options
+@consumer_options("Where a group new to the queue starts reading: all = the backlog, new = messages pushed "
+                  "from its first pop on [default: new with -f, which follows new messages as Queen's tail "
+                  "does; all without -f, which prints what is there]. A group that has read the queue "
+                  "before continues where it stopped.")
 @click.option("--group", "-g", default="reginamq-tail", show_default=True,
               help="The consumer group that follows the queue (durable: a second tail continues "
                    "where the first stopped; two tails of one group share the messages).")
@@ -250,11 +259,14 @@ def tail(ctl, queue, partition, partitions, lease_seconds, subscription_mode, da
          poll_seconds, max_messages, duration) -> None:
     """Print a queue's messages as a consumer group reads them, one JSON line each, acking after printing.
 
-    Without -f it stops once the group has read everything available; with -f it follows the queue
-    until Ctrl-C, --max-messages or --duration. Ctrl-C stops cleanly: printed messages are acked,
-    popped but unprinted ones are handed back at once (retry, no retry charged). Exits 4 if no
-    message was printed.
+    Without -f it prints what is there (a new group starts at the beginning of the queue) and stops
+    once the group has read everything available; with -f it follows the queue (a new group starts
+    with the messages pushed from then on) until Ctrl-C, --max-messages or --duration. Ctrl-C
+    stops cleanly: printed messages are acked, popped but unprinted ones are handed back at once
+    (retry, no retry charged). Exits 4 if no message was printed.
     """
+    if subscription_mode is None:
+        subscription_mode = "new" if follow else "all"
     deadline = None if duration is None else time.monotonic() + duration
     printed_total = 0
     current: list[dict] = []
