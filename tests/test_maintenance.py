@@ -31,7 +31,7 @@ async def push(http, queue, partition, values):
 async def consume_all(http, queue, group=None):
     seen = []
     while True:
-        params = {"batch": 100, **({"consumerGroup": group} if group else {})}
+        params = {"batch": 100, **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})}
         response = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
         if response.status_code == 204:
             return seen
@@ -97,7 +97,7 @@ async def test_readers_new_to_a_consumed_and_deleted_prefix_start_at_the_first_s
     async def read_stored(group) -> None:
         """One pop: it leases exactly the stored messages (offsets 3 and 4); then they are acked."""
         response = await http.get(f"/api/v1/pop/queue/{queue}", params={
-            "batch": 10, "wait": "false", **({"consumerGroup": group} if group else {})})
+            "batch": 10, "wait": "false", **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})})
         assert response.status_code == 200, (group, response.text)
         messages = response.json()["messages"]
         assert [m["data"] for m in messages] == [4, 5]
@@ -136,7 +136,8 @@ async def test_a_group_that_has_not_read_a_partition_keeps_it(http, db, queue):
     assert await consume_all(http, queue, group="fast") == [1]
     # "slow" registers on the queue through another partition, and never reads "a"
     await push(http, queue, "b", [2])
-    response = await http.get(f"/api/v1/pop/queue/{queue}/partition/b", params={"consumerGroup": "slow"})
+    response = await http.get(f"/api/v1/pop/queue/{queue}/partition/b",
+                              params={"consumerGroup": "slow", "subscriptionMode": "all"})
     assert response.status_code == 200
     await asyncio.sleep(2.0)
     assert await segments(db, queue) == 2

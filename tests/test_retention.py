@@ -35,7 +35,7 @@ async def pop_all(http, queue, group=None, partition=None):
     path = f"/api/v1/pop/queue/{queue}" + (f"/partition/{partition}" if partition else "")
     seen = []
     while True:
-        params = {"batch": 100, **({"consumerGroup": group} if group else {})}
+        params = {"batch": 100, **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})}
         response = await http.get(path, params=params)
         if response.status_code == 204:
             return seen
