@@ -31,7 +31,9 @@ _SPEC: dict[str, tuple[Any, type, int, int]] = {
     "encryptionEnabled": (False, bool, 0, 0),
     "dedupWindowSeconds": (3600, int, 0, MAX_SECONDS),
     "priority": (0, int, -INT_LIMIT, INT_LIMIT),
-    "ttl": (3600, int, 0, MAX_SECONDS),
+    # Queen stores ttl (default 3600) and never enforces it; here it is enforced, so it is off
+    # (0) unless a configure sets it.
+    "ttl": (0, int, 0, MAX_SECONDS),
     "maxSize": (0, int, 0, INT_LIMIT),
     "retryDelay": (1000, int, 0, MAX_SECONDS * 1000),
 }

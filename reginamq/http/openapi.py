@@ -107,7 +107,9 @@ POP_PARAMETERS = [
     query("timeout", int_range(0, 3_600_000, 30_000), "milliseconds a long poll waits"),
     query("leaseSeconds", int_range(0, options.MAX_SECONDS, 0), "0 = the queue's leaseTime"),
     query("consumerGroup", NAME, "default: queue mode"),
-    query("subscriptionMode", {"type": "string", "enum": ["all", "new", "new-only"]}),
+    query("subscriptionMode", {"type": "string", "enum": ["all", "new", "new-only"]},
+          "where a named group starts at its first pop: all = the backlog, new = messages pushed from then on; "
+          "default: the broker's --default-subscription-mode (new)"),
     query("subscriptionFrom", TIMESTAMP),
     query("autopilot", QUERY_BOOL, "the broker sizes batch and/or partitions where they are not given"),
     query("conflation", QUERY_BOOL, "last-value delivery: a named group's policy, fixed at its first pop"),
@@ -206,7 +208,8 @@ DLQ_ENTRY = obj({"id": STRING, "messageId": STRING, "transactionId": STRING, "tr
 PAGED = {"total": INTEGER, "limit": INTEGER, "offset": INTEGER}
 QUEUE_ENTRY = obj({"name": STRING, "id": STRING, "namespace": NULLABLE_STRING, "task": NULLABLE_STRING,
                    "options": OPTIONS_OUT, "messages": INTEGER, "pending": INTEGER, "consumerGroups": INTEGER,
-                   "dlq": INTEGER, "lastWriteAt": NULLABLE_STAMP, "createdAt": STAMP, "updatedAt": STAMP})
+                   "dlq": INTEGER, "expired": INTEGER, "lastWriteAt": NULLABLE_STAMP, "createdAt": STAMP,
+                   "updatedAt": STAMP})
 PARTITION_ENTRY = obj({"id": STRING, "name": STRING, "queue": STRING, "lastOffset": INTEGER, "logStart": INTEGER,
                        "messages": INTEGER, "pending": INTEGER, "cursors": INTEGER,
                        "oldestPendingAt": NULLABLE_STAMP, "lastWriteAt": NULLABLE_STAMP, "createdAt": STAMP})
@@ -312,13 +315,16 @@ _REASONS = {200: "OK", 201: "created", 204: "nothing to deliver", 400: "bad requ
             404: "not found", 405: "method not allowed on this path", 409: "conflict",
             413: "too large (nothing changed)", 415: "unsupported Content-Type", 503: "database unavailable"}
 
+OPTION_NOTES = {"ttl": "seconds; a message older than this is skipped by every reader and counted as expired; "
+                       "0 = no expiry"}
 OPTIONS_IN = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        name: ({"type": ["boolean", "null"]} if kind is bool
-               else {"type": ["integer", "null"], "minimum": low, "maximum": high})
-        for name, (_default, kind, low, high) in options._SPEC.items()
+        name: {**({"type": ["boolean", "null"]} if kind is bool
+                  else {"type": ["integer", "null"], "minimum": low, "maximum": high}),
+               "default": default, **({"description": OPTION_NOTES[name]} if name in OPTION_NOTES else {})}
+        for name, (default, kind, low, high) in options._SPEC.items()
     },
 }
 EXTEND_BODY = {"type": "object", "properties": {"seconds": int_range(1, options.MAX_SECONDS, 60)}}

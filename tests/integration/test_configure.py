@@ -10,7 +10,7 @@ DEFAULTS = {
     "leaseTime": 300, "retryLimit": 3, "deadLetterQueue": True, "dlqAfterMaxRetries": True,
     "delayedProcessing": 0, "windowBuffer": 0, "minPopWaitTime": 0, "retentionEnabled": False,
     "retentionSeconds": 0, "completedRetentionSeconds": 0, "maxWaitTimeSeconds": 0,
-    "encryptionEnabled": False, "dedupWindowSeconds": 3600, "priority": 0, "ttl": 3600, "maxSize": 0,
+    "encryptionEnabled": False, "dedupWindowSeconds": 3600, "priority": 0, "ttl": 0, "maxSize": 0,
     "retryDelay": 1000,
 }
 

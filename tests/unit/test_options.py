@@ -8,6 +8,7 @@ def test_defaults_cover_every_documented_option():
     assert options.DEFAULTS["leaseTime"] == 300
     assert options.DEFAULTS["retryLimit"] == 3
     assert options.DEFAULTS["dedupWindowSeconds"] == 3600
+    assert options.DEFAULTS["ttl"] == options.PUSH_CREATED_DEFAULTS["ttl"] == 0  # no expiry unless configured
     assert options.PUSH_CREATED_DEFAULTS["leaseTime"] == 60
     assert len(options.DEFAULTS) == 17
 
