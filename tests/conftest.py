@@ -231,6 +231,16 @@ async def db(database_url):
         yield conn
 
 
+async def backdate_segments(conn, queue: str, seconds: float) -> None:
+    """Make every message stored in the queue ``seconds`` older (its segments' ``created_at``,
+    what a pop compares with the queue's ttl): an hour-old backlog without waiting an hour."""
+    moved = await conn.execute(
+        """UPDATE rq_segments s SET created_at = s.created_at - make_interval(secs => $2)
+             FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id
+            WHERE s.partition_id = p.id AND q.name = $1""", queue, seconds)
+    assert moved != "UPDATE 0", f"queue {queue} stores no message"
+
+
 async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
     """Poll an async check until it returns a truthy value (for background effects only)."""
     deadline = time.monotonic() + seconds

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from reginamq.cli import main
-from tests.conftest import free_port
+from tests.conftest import backdate_segments, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -250,6 +250,22 @@ def test_queue_configure_list_show_delete(ctl):
     again = ctl("queue", "delete", queue, "-y")
     assert again.exit_code == 4 and "nothing deleted" in again.stderr
     assert ctl("queue", "show", queue).exit_code == 1
+
+
+async def test_queue_list_and_show_count_messages_expired_by_a_ttl(ctl, db):
+    queue = name("ttl")
+    assert ctl("queue", "configure", queue, "-s", "ttl=600").exit_code == 0
+    ctl("push", "-q", queue, input=ndjson("stale-1", "stale-2"))
+    await backdate_segments(db, queue, 7200)
+    ctl("push", "-q", queue, input=ndjson("fresh"))
+    assert lines(ctl("pop", "-q", queue, "-n", "10", "--data-only")) == ["fresh"]
+
+    (entry,) = json.loads(ctl("queue", "list", "--search", queue, "--json").stdout)["queues"]
+    assert entry["expired"] == 2
+    table = ctl("queue", "list", "--search", queue)
+    assert table.exit_code == 0 and "expired" in table.stdout
+    assert json.loads(ctl("queue", "show", queue, "--json").stdout)["expired"] == 2
+    assert "expired" in ctl("queue", "show", queue).stdout
 
 
 # --- groups --------------------------------------------------------------------------------------

@@ -24,16 +24,18 @@ def queue() -> None:
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @connection_options
 def list_queues(ctl, search, namespace, task, limit, offset) -> None:
-    """List queues with their partitions, messages, pending backlog, groups and dead letters."""
+    """List queues with their partitions, messages, pending backlog, groups, dead letters and expired
+    messages (skipped by readers for outliving the queue's ttl, summed over readers)."""
     body = ctl.client.get("/api/v1/resources/queues", params={
         "search": search, "namespace": namespace, "task": task, "limit": limit, "offset": offset})
     if ctl.json:
         ctl.out.document(body)
         return
     ctl.out.table(
-        ["queue", "namespace", "task", "partitions", "messages", "pending", "groups", "dlq", "last write"],
+        ["queue", "namespace", "task", "partitions", "messages", "pending", "groups", "dlq", "expired",
+         "last write"],
         [(q["name"], q.get("namespace"), q.get("task"), q.get("partitions"), q.get("messages"), q.get("pending"),
-          q.get("consumerGroups"), q.get("dlq"), q.get("lastWriteAt")) for q in body["queues"]],
+          q.get("consumerGroups"), q.get("dlq"), q.get("expired"), q.get("lastWriteAt")) for q in body["queues"]],
         empty="no queues")
     _paging_note(ctl, len(body["queues"]), body.get("total"), offset)
 
@@ -58,7 +60,8 @@ def show(ctl, name, limit, offset) -> None:
     out.fields([("queue", body["name"]), ("id", body.get("id")), ("namespace", body.get("namespace")),
                 ("task", body.get("task")), ("partitions", body.get("partitionCount")),
                 ("messages", body.get("messages")), ("pending", body.get("pending")),
-                ("dead letters", body.get("dlq")), ("consumer groups", body.get("consumerGroups")),
+                ("dead letters", body.get("dlq")), ("expired", body.get("expired")),
+                ("consumer groups", body.get("consumerGroups")),
                 ("last write", body.get("lastWriteAt")), ("created", body.get("createdAt"))])
     options = body.get("options") or {}
     out.table(["option", "value"], sorted(options.items()), title="Options")

@@ -64,6 +64,7 @@ def _queue_entry(row) -> dict:
         "pending": row["pending"],
         "consumerGroups": row["consumer_groups"],
         "dlq": row["dlq"],
+        "expired": row["expired"],
         "lastWriteAt": stamp(row["last_write_at"]),
         "createdAt": stamp(row["created_at"]),
         "updatedAt": stamp(row["updated_at"]),

@@ -4,7 +4,7 @@ Answer shapes (camelCase JSON; every list of partitions is paged with limit/offs
 - overview: {queues, partitions, namespaces, tasks, messages: {total, pending, inFlight, deadLetter},
   consumerGroups, subscriptions, dlq, lastWriteAt, timestamp}
 - queues: {queues: [{name, id, namespace, task, options, partitions, messages, pending, consumerGroups,
-  dlq, lastWriteAt, createdAt, updatedAt}], total, limit, offset}
+  dlq, expired, lastWriteAt, createdAt, updatedAt}], total, limit, offset}
 - queues/:queue: the queue entry with partitionCount, partitions: [partition page], limit, offset,
   groups: [consumer-group entries for this queue], queueMode: entry or null
 - queues/:queue/depth: {queue, group, pending, partitionsPending, conflation, effectivePending,

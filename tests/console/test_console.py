@@ -4,8 +4,12 @@ click is what the API then reports."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+
 from playwright.sync_api import expect
 
+from tests.conftest import backdate_segments, connection
 from tests.console.conftest import push
 
 
@@ -61,6 +65,26 @@ def test_the_overview_lists_the_queue_with_its_depth(page, api, name):
     assert page.locator(".chart canvas").count() >= 2
     queue_row.click()
     expect(page.locator("h1")).to_have_text(name)
+
+
+def test_messages_expired_by_a_ttl_are_counted_on_the_overview_and_the_queue_page(page, api, name, database_url):
+    api.post("/api/v1/configure", json={"queue": name, "options": {"ttl": 600}}).raise_for_status()
+    push(api, name, [{"n": 1}, {"n": 2}])
+    # an hour-old backlog without waiting an hour; asyncpg runs in a thread of its own, away
+    # from the event loop Playwright keeps in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, backdate_in(database_url, name)).result()
+    assert api.get(f"/api/v1/pop/queue/{name}", params={"wait": "false"}).status_code == 204
+
+    page.goto("/")
+    expect(row(page, name).locator("td").nth(8)).to_have_text("2")  # Expired
+    page.goto(f"/#/queues/{name}/overview")
+    expect(page.locator("dl.facts")).to_contain_text("Expired (ttl)2")
+
+
+async def backdate_in(database_url: str, queue: str) -> None:
+    async with connection(database_url) as conn:
+        await backdate_segments(conn, queue, 7200)
 
 
 def test_a_dead_letter_is_replayed_by_a_click(page, api, name):

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.helpers import ISO_MILLIS, ack_batch, configure, pop_messages, push, unique
 
 QUEUE_FIELDS = {"name", "id", "namespace", "task", "options", "partitions", "messages", "pending",
-                "consumerGroups", "dlq", "lastWriteAt", "createdAt", "updatedAt"}
+                "consumerGroups", "dlq", "expired", "lastWriteAt", "createdAt", "updatedAt"}
 PARTITION_FIELDS = {"id", "name", "queue", "lastOffset", "logStart", "messages", "pending", "cursors",
                     "oldestPendingAt", "lastWriteAt", "createdAt"}
 
@@ -66,7 +66,7 @@ async def test_queue_list_filters_pages_and_carries_totals(http):
         assert entry["options"]["leaseTime"] == 30 + i
         assert entry["partitions"] == 2
         assert entry["messages"] == i + 2 and entry["pending"] == i + 2
-        assert entry["consumerGroups"] == 0 and entry["dlq"] == 0
+        assert entry["consumerGroups"] == 0 and entry["dlq"] == 0 and entry["expired"] == 0
 
     page = await get_ok(http, "/api/v1/resources/queues", namespace=namespace, limit=2, offset=2)
     assert page["total"] == 3 and [q["name"] for q in page["queues"]] == names[2:]

@@ -70,18 +70,21 @@ LANGUAGE sql STABLE AS $$
     FROM parts
 $$;
 
--- One page of queues (by name) with per-queue partition aggregates, computed for the page only.
--- p_name picks one queue (the detail route).
+-- One page of queues (by name) with per-queue partition aggregates, computed for the page only,
+-- and the messages its readers skipped for outliving the queue's ttl (expired, summed over
+-- readers). p_name picks one queue (the detail route).
 CREATE OR REPLACE FUNCTION rq_res_queue_page(
     p_name text, p_namespace text, p_task text, p_search text, p_limit int, p_offset int
 ) RETURNS TABLE (id bigint, name text, namespace text, task text, options jsonb,
                  created_at timestamptz, updated_at timestamptz, partitions bigint, messages bigint,
-                 pending bigint, last_write_at timestamptz, consumer_groups bigint, dlq bigint)
+                 pending bigint, last_write_at timestamptz, consumer_groups bigint, dlq bigint,
+                 expired bigint)
 LANGUAGE sql STABLE AS $$
     SELECT q.id, q.name, q.namespace, q.task, q.options, q.created_at, q.updated_at,
            a.partitions, a.messages, a.pending, a.last_write_at,
            (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id),
-           (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id)
+           (SELECT count(*) FROM rq_dlq d WHERE d.queue_id = q.id),
+           (SELECT coalesce(sum(e.expired), 0) FROM rq_expired e WHERE e.queue_id = q.id)::bigint
     FROM (SELECT * FROM rq_queues q
           WHERE (p_name IS NULL OR q.name = p_name)
             AND (p_namespace IS NULL OR q.namespace = p_namespace)

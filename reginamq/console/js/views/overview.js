@@ -1,7 +1,7 @@
 // Overview: totals, throughput and backlog over time, and the queues with their depth, rates,
-// lag and dead letters. Everything here comes from the stats tables (/api/v1/status*), which
-// the broker's elected stats loop keeps current, so the page costs the same with a million
-// partitions as with ten.
+// lag, dead letters and messages expired by a ttl. Everything here comes from the stats tables
+// (/api/v1/status*), which the broker's elected stats loop keeps current, so the page costs the
+// same with a million partitions as with ten.
 
 import { api, seg } from "../api.js";
 import { Chart, series } from "../chart.js";
@@ -61,6 +61,8 @@ export function mount(root) {
       { label: "Out", cell: (q) => rate(q.throughput.ackedPerSecond), class: "num" },
       { label: "Max lag", cell: (q) => compact(q.lag), class: "num" },
       { label: "DLQ", cell: (q) => (q.dlqDepth ? h("span", { class: "bad-text" }, compact(q.dlqDepth)) : "0"),
+        class: "num" },
+      { label: "Expired", cell: (q) => (q.totals.expired ? h("span", { class: "bad-text" }, compact(q.totals.expired)) : "0"),
         class: "num" },
       { label: "Pushed", cell: (q) => compact(q.totals.pushed), class: "num muted" },
     ], page.queues, {

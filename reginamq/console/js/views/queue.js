@@ -19,7 +19,7 @@ const OPTION_HINTS = {
   delayedProcessing: "seconds before a message is deliverable", windowBuffer: "quiet seconds before delivery",
   retentionSeconds: "drop messages older than this (s)", completedRetentionSeconds: "drop consumed after (s)",
   dedupWindowSeconds: "seconds a transactionId dedups", maxWaitTimeSeconds: "seconds", minPopWaitTime: "seconds",
-  ttl: "seconds", retryDelay: "milliseconds", maxSize: "messages (0 = unlimited)", priority: "higher first",
+  ttl: "seconds; older messages are skipped (0 = no expiry)", retryDelay: "milliseconds", maxSize: "messages (0 = unlimited)", priority: "higher first",
 };
 // Filters survive switching tabs and the live refresh (per queue, for this page's lifetime).
 const remembered = new Map();
@@ -89,7 +89,9 @@ function overviewPane({ queue }) {
       fact("Namespace", stats.namespace || "—"), fact("Task", stats.task || "—"),
       fact("Pushed", num(totals.pushed)), fact("Delivered", num(totals.popped)),
       fact("Consumed", num(totals.acked)), fact("Failed deliveries", num(totals.failed)),
-      fact("Dead-lettered", num(totals.deadLettered)), fact("Statistics from", time(stats.refreshedAt)));
+      fact("Dead-lettered", num(totals.deadLettered)),
+      fact("Expired (ttl)", totals.expired ? h("span", { class: "bad-text" }, num(totals.expired)) : "0"),
+      fact("Statistics from", time(stats.refreshedAt)));
   }
   return { element, refresh };
 }
