@@ -62,8 +62,8 @@ export function mount(root) {
       { label: "Max lag", cell: (q) => compact(q.lag), class: "num" },
       { label: "DLQ", cell: (q) => (q.dlqDepth ? h("span", { class: "bad-text" }, compact(q.dlqDepth)) : "0"),
         class: "num" },
-      { label: "Expired", cell: (q) => (q.totals.expired ? h("span", { class: "bad-text" }, compact(q.totals.expired)) : "0"),
-        class: "num" },
+      { label: "Expired", class: "num",
+        cell: (q) => (q.totals.expired ? h("span", { class: "bad-text" }, compact(q.totals.expired)) : "0") },
       { label: "Pushed", cell: (q) => compact(q.totals.pushed), class: "num muted" },
     ], page.queues, {
       empty: "No queues yet: push a message or create one.",

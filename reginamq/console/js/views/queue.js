@@ -19,7 +19,8 @@ const OPTION_HINTS = {
   delayedProcessing: "seconds before a message is deliverable", windowBuffer: "quiet seconds before delivery",
   retentionSeconds: "drop messages older than this (s)", completedRetentionSeconds: "drop consumed after (s)",
   dedupWindowSeconds: "seconds a transactionId dedups", maxWaitTimeSeconds: "seconds", minPopWaitTime: "seconds",
-  ttl: "seconds; older messages are skipped (0 = no expiry)", retryDelay: "milliseconds", maxSize: "messages (0 = unlimited)", priority: "higher first",
+  ttl: "seconds; older messages are skipped (0 = no expiry)", retryDelay: "milliseconds",
+  maxSize: "messages (0 = unlimited)", priority: "higher first",
 };
 // Filters survive switching tabs and the live refresh (per queue, for this page's lifetime).
 const remembered = new Map();
