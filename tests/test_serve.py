@@ -181,6 +181,28 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
             "rq_consumer_groups"} <= tables
 
 
+async def test_an_upgrade_turns_the_old_stored_ttl_default_off_once_and_new_partitions_get_numbered_ids(
+        fresh_database):
+    await apply_schema(fresh_database)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ('old-default', '{\"ttl\": 3600}'),"
+                           " ('chosen', '{\"ttl\": 600}')")
+        await conn.execute("DELETE FROM rq_migrations")  # as a database from before the migration
+        await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
+        assert await apply_schema(fresh_database) is True
+        ttls = dict(await conn.fetch("SELECT name, ttl_seconds FROM rq_queues"))
+        assert ttls == {"old-default": 0, "chosen": 600}
+        await conn.execute("UPDATE rq_queues SET options = '{\"ttl\": 3600}' WHERE name = 'old-default'")
+        await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
+        assert await apply_schema(fresh_database) is True
+        assert await conn.fetchval("SELECT ttl_seconds FROM rq_queues WHERE name = 'old-default'") == 3600  # once
+        ids = await conn.fetch("SELECT rq_new_partition_id() FROM generate_series(1, 3)")
+        assert all(str(row[0]).endswith("-0000-000000000000") for row in ids) and len(set(ids)) == 3
+    finally:
+        await conn.close()
+
+
 @pytest.mark.timeout(180)
 def test_an_outage_buffers_pushes_on_disk_and_replays_them_in_order(tmp_path):
     server = EmbeddedPostgres(tmp_path / "pgdata")

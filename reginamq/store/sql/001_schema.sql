@@ -189,3 +189,19 @@ ALTER TABLE rq_stats_notes DROP COLUMN IF EXISTS advance;
 -- expired by the ttl, or deleted).
 CREATE TYPE rq_stats_move AS (queue_id bigint, consumer_group text, popped bigint, acked bigint, failed bigint,
                               skipped bigint);
+
+-- Data changes that must happen once per database, each recorded by name when done.
+CREATE TABLE IF NOT EXISTS rq_migrations (
+    name        text PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+-- ttl is enforced only where a configure asked for it (engine/options.py: default 0). Queues
+-- stored before that carry the old default of 3600 in their options, which nobody chose (Queen
+-- stores it and never enforces it): it goes back to 0, so their backlogs are not skipped.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM rq_migrations WHERE name = 'ttl-off-by-default') THEN
+        UPDATE rq_queues SET options = jsonb_set(options, '{ttl}', '0') WHERE options->>'ttl' = '3600';
+        INSERT INTO rq_migrations (name) VALUES ('ttl-off-by-default');
+    END IF;
+END $$;
