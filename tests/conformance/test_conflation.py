@@ -144,3 +144,18 @@ async def test_a_broker_that_echoes_nothing_would_be_caught_by_the_client(queen,
         client_conflation.check_pop_response({"messages": []}, requested=True, queue=queue, group=group)
     await create_queue(queen, queue)
     assert await conflating(queen, queue, group).batch(5).pop() == []  # our empty answer passes it
+
+
+async def test_a_deleted_newest_message_hands_the_newest_one_left(queen, queue, group):
+    await create_queue(queen, queue, lease_time=30)
+    await queen.queue(queue).partition("a").push([{"data": {"n": n}, "transactionId": f"t{n}"} for n in range(4)])
+    listed = await queen.admin.list_messages(queue=queue)
+    newest = next(m for m in listed["messages"] if m["transactionId"] == "t3")
+    await queen.admin.delete_message(newest["partitionId"], "t3")
+
+    messages = await conflating(queen, queue, group).batch(1).pop()
+
+    assert [m["data"]["n"] for m in messages] == [2]
+    await queen.ack(messages, True, {"group": group})
+    assert await conflating(queen, queue, group).batch(1).pop() == []  # which passes the deleted one
+    assert (await queen.admin.get_queue_depth(queue, group))["pending"] == 0

@@ -257,6 +257,7 @@ DECLARE
     v_conflating bigint[] := '{}';  -- the queues on which this group gets only the newest message
     v_conflate bool;
     v_tail     bigint;
+    v_skip_to  bigint;
 BEGIN
     -- The queues this pop reads. A pop names its queue (the common case) or a namespace/task
     -- selection; the two statements are kept apart so that each keeps one cached plan (a single
@@ -395,6 +396,8 @@ BEGIN
               AND s.created_at <= now() - make_interval(secs => v_cand.delayed_processing);
             v_to := least(v_to, coalesce(v_visible, v_from - 1));
         END IF;
+        -- Where the cursor moves before delivery, passing messages no reader will be handed.
+        v_skip_to := NULL;
         IF v_conflate AND v_to >= v_from THEN
             -- Last-value delivery: only the newest visible message that was not deleted goes
             -- out; everything behind it is retired now (counted as skipped), so its lease covers
@@ -410,13 +413,7 @@ BEGIN
                     v_tail := v_to + 1;  -- every visible message was deleted: all of it is retired
                 END IF;
             END IF;
-            IF v_tail > v_from THEN
-                UPDATE rq_consumers c SET committed = v_tail - 1
-                WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
-                v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0,
-                                          v_tail - 1 - greatest(v_cur.committed, v_cand.log_start - 1))::rq_stats_move;
-                v_cur.committed := v_tail - 1;
-            END IF;
+            v_skip_to := v_tail - 1;
             v_from := v_tail;
             v_to := least(v_to, v_tail);
         ELSIF EXISTS (SELECT 1 FROM rq_deleted d WHERE d.partition_id = v_cand.id
@@ -428,15 +425,16 @@ BEGIN
                                                AND d.message_offset = v_from) LOOP
                 v_from := v_from + 1;
             END LOOP;
-            IF v_from - 1 > v_cur.committed THEN
-                UPDATE rq_consumers c SET committed = v_from - 1
-                WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
-                v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0,
-                                          v_from - 1 - greatest(v_cur.committed, v_cand.log_start - 1))::rq_stats_move;
-                v_cur.committed := v_from - 1;
-            END IF;
+            v_skip_to := v_from - 1;
             v_to := coalesce((SELECT min(d.message_offset) - 1 FROM rq_deleted d
                               WHERE d.partition_id = v_cand.id AND d.message_offset BETWEEN v_from AND v_to), v_to);
+        END IF;
+        IF v_skip_to > v_cur.committed THEN
+            UPDATE rq_consumers c SET committed = v_skip_to
+            WHERE c.partition_id = v_cand.id AND c.consumer_group = p_group;
+            v_moves := v_moves || ROW(v_cand.qid, p_group, 0, 0, 0,
+                                      v_skip_to - greatest(v_cur.committed, v_cand.log_start - 1))::rq_stats_move;
+            v_cur.committed := v_skip_to;
         END IF;
         CONTINUE WHEN v_to < v_from;
 
