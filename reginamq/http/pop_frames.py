@@ -15,7 +15,7 @@ little-endian, strings a u16 length and UTF-8::
 
 A claim is one partition, a record one stored segment's slice (the rows of rq_pop), so the
 answer is built from what the JSON answer is built from: the fragments stored at push time,
-opened if sealed, split into their fields by one msgspec decode per record. A partition's
+opened if sealed, each split into its fields where their keys stand. A partition's
 number is the one its id carries (names.partition_number), which acks and every other route
 taking a partition id read back. JSON is answered instead for a partition created before ids
 carried numbers, and for a traceId that is not a canonical UUID (a frame holds 16 bytes).
@@ -23,11 +23,10 @@ carried numbers, and for a traceId that is not a canonical UUID (a frame holds 1
 
 from __future__ import annotations
 
+import binascii
 import struct
-import uuid
 from datetime import UTC, datetime, timedelta
 
-import msgspec
 import orjson
 
 from reginamq.engine.names import partition_number
@@ -51,17 +50,17 @@ class NotFramable(Exception):
     """The pop holds something the frames cannot carry exactly: answer JSON."""
 
 
-class _Fragment(msgspec.Struct):
-    """A stored message fragment's fields (push.py renders them)."""
-
-    id: str
-    transactionId: str
-    traceId: str | None
-    data: msgspec.Raw
-    producerSub: str | None
-
-
-_FRAGMENTS = msgspec.json.Decoder(list[_Fragment])
+# A stored fragment (push.py) is '"id":"<36>","transactionId":<JSON string>,"traceId":<JSON
+# string or null>,"data":<payload>,"producerSub":<JSON string or null>'. Its fields are found by
+# their keys: a JSON string cannot hold one unescaped, and the producerSub key is the last one
+# (rindex), whatever the payload holds.
+_ID = slice(6, 42)
+_TXID_AT = 60
+_TRACE_KEY = b',"traceId":'
+_DATA_KEY = b',"data":'
+_SUB_KEY = b',"producerSub":'
+_NULL = b"null"
+_HYPHENS = (8, 13, 18, 23)
 
 
 def _text(value: str) -> bytes:
@@ -69,36 +68,54 @@ def _text(value: str) -> bytes:
     return _U16.pack(len(raw)) + raw
 
 
-def _uuid_bytes(value: str) -> bytes:
-    parsed = uuid.UUID(value)
-    if str(parsed) != value:
-        raise NotFramable(value)
-    return parsed.bytes
+def _string(json_string: bytes) -> bytes:
+    """A JSON string's text (unescaped only when it has escapes)."""
+    text = json_string[1:-1]
+    return orjson.loads(json_string).encode() if b"\\" in text else text
 
 
-def _frames(fragments: list[bytes], reveal) -> bytes:
+def _trace(json_string: bytes) -> bytes:
+    """A traceId's 16 bytes; :class:`NotFramable` unless it is a UUID in canonical form."""
+    text = json_string[1:-1]
+    if len(text) != 36 or any(text[at] != 0x2D for at in _HYPHENS) or not text.islower():
+        raise NotFramable("traceId")
     try:
-        decoded = _FRAGMENTS.decode(b"[{" + b"},{".join([reveal(fragment) for fragment in fragments]) + b"}]")
-    except msgspec.DecodeError as error:  # never for fragments the broker stored
-        raise NotFramable(str(error)) from None
-    out = []
-    for message in decoded:
+        return binascii.unhexlify(text.replace(b"-", b""))
+    except binascii.Error:
+        raise NotFramable("traceId") from None
+
+
+def _frames(fragments, reveal) -> bytes:
+    """The frames of a record's messages, as one flat join of their parts."""
+    parts: list[bytes] = []
+    add = parts.append
+    for sealed in fragments:
+        fragment = reveal(sealed)
+        trace_at = fragment.index(_TRACE_KEY, _TXID_AT)
+        data_at = fragment.index(_DATA_KEY, trace_at)
+        sub_at = fragment.rindex(_SUB_KEY)
+        txid = _string(fragment[_TXID_AT:trace_at])
+        payload = fragment[data_at + len(_DATA_KEY):sub_at]
+        size = 19 + len(txid) + len(payload)  # flags, message id, the transactionId's length
         flags = 0
-        parts = [uuid.UUID(message.id).bytes]
-        if message.traceId is not None:
-            try:
-                parts.append(_uuid_bytes(message.traceId))
-            except ValueError:
-                raise NotFramable("traceId") from None
-            flags |= _FLAG_TRACE
-        parts.append(_text(message.transactionId))
-        if message.producerSub is not None:
-            parts.append(_text(message.producerSub))
-            flags |= _FLAG_PRODUCER
-        parts.append(message.data)
-        body = b"".join(parts)
-        out.append(_FRAME_HEAD.pack(len(body) + 1, flags) + body)
-    return b"".join(out)
+        trace = sub = None
+        if not fragment.startswith(_NULL, trace_at + len(_TRACE_KEY)):
+            trace = _trace(fragment[trace_at + len(_TRACE_KEY):data_at])
+            flags, size = _FLAG_TRACE, size + 16
+        if not fragment.startswith(_NULL, sub_at + len(_SUB_KEY)):
+            sub = _string(fragment[sub_at + len(_SUB_KEY):])
+            flags, size = flags | _FLAG_PRODUCER, size + 2 + len(sub)
+        add(_FRAME_HEAD.pack(size, flags))
+        add(binascii.unhexlify(fragment[_ID].replace(b"-", b"")))
+        if trace is not None:
+            add(trace)
+        add(_U16.pack(len(txid)))
+        add(txid)
+        if sub is not None:
+            add(_U16.pack(len(sub)))
+            add(sub)
+        add(payload)
+    return b"".join(parts)
 
 
 def render(popped: Popped, group: str, reveal) -> bytes:
@@ -141,52 +158,56 @@ def is_framed(answer: bytes) -> bool:
 def decode(answer: bytes) -> dict:
     """A framed answer as the dict its JSON twin parses to (for ``reginamq bench --framed-pop``
     and the tests): the answer's own keys, and each message's fields with ``data`` parsed."""
-    reader = memoryview(answer)
     at = len(_MAGIC_V1)
-
-    def take(size: int) -> memoryview:
-        nonlocal at
-        piece = reader[at:at + size]
-        at += size
-        return piece
-
-    def number(layout: struct.Struct):
-        return layout.unpack(take(layout.size))[0]
-
-    def text() -> str:
-        return bytes(take(number(_U16))).decode()
-
-    own_length = number(_U32)
-    result = orjson.loads(bytes(take(own_length))) if own_length else {}
-    queue, lease_id, group = text(), text(), text()
+    own_length = _U32.unpack_from(answer, at)[0]
+    at += 4
+    result = orjson.loads(answer[at:at + own_length]) if own_length else {}
+    at += own_length
+    queue, at = _read_text(answer, at)
+    lease_id, at = _read_text(answer, at)
+    group, at = _read_text(answer, at)
+    claims = _U32.unpack_from(answer, at)[0]
+    at += 4
     messages = []
-    for _ in range(number(_U32)):
-        partition_number_ = number(_CLAIM_HEAD)
-        partition = text()
-        first, last, attempt, records = _CLAIM_SPAN.unpack(take(_CLAIM_SPAN.size))
+    for _ in range(claims):
+        number = _CLAIM_HEAD.unpack_from(answer, at)[0]
+        partition, at = _read_text(answer, at + _CLAIM_HEAD.size)
+        first, last, attempt, records = _CLAIM_SPAN.unpack_from(answer, at)
+        at += _CLAIM_SPAN.size
+        partition_id = str(number)
         for _ in range(records):
-            base, created_us, count, _codec, length = _RECORD_HEAD.unpack(take(_RECORD_HEAD.size))
-            frames, offset = bytes(take(length)), 0
+            base, created_us, count, _codec, length = _RECORD_HEAD.unpack_from(answer, at)
+            at += _RECORD_HEAD.size
+            end_of_record = at + length
             for position in range(count):
-                size, flags = _FRAME_HEAD.unpack_from(frames, offset)
-                body = memoryview(frames)[offset + _FRAME_HEAD.size:offset + 4 + size]
-                offset += 4 + size
-                message_id, cursor = str(uuid.UUID(bytes=bytes(body[:16]))), 16
+                size, flags = _FRAME_HEAD.unpack_from(answer, at)
+                end, cursor = at + 4 + size, at + _FRAME_HEAD.size
+                message_id = _uuid_text(answer[cursor:cursor + 16])
+                cursor += 16
                 trace = None
                 if flags & _FLAG_TRACE:
-                    trace, cursor = str(uuid.UUID(bytes=bytes(body[cursor:cursor + 16]))), cursor + 16
-                length_ = _U16.unpack_from(body, cursor)[0]
-                txid, cursor = bytes(body[cursor + 2:cursor + 2 + length_]).decode(), cursor + 2 + length_
+                    trace, cursor = _uuid_text(answer[cursor:cursor + 16]), cursor + 16
+                txid, cursor = _read_text(answer, cursor)
                 producer = None
                 if flags & _FLAG_PRODUCER:
-                    length_ = _U16.unpack_from(body, cursor)[0]
-                    producer = bytes(body[cursor + 2:cursor + 2 + length_]).decode()
-                    cursor += 2 + length_
+                    producer, cursor = _read_text(answer, cursor)
                 if first <= base + position <= last:
                     messages.append({"id": message_id, "transactionId": txid, "traceId": trace,
-                                     "data": orjson.loads(body[cursor:]), "producerSub": producer,
-                                     "createdAt": created_us, "partitionId": str(partition_number_),
+                                     "data": orjson.loads(answer[cursor:end]), "producerSub": producer,
+                                     "createdAt": created_us, "partitionId": partition_id,
                                      "partition": partition, "leaseId": lease_id, "consumerGroup": group,
                                      "deliveryAttempt": attempt, "offset": base + position})
+                at = end
+            at = end_of_record
     return {"success": True, "queue": queue, "leaseId": lease_id, "consumerGroup": group, **result,
             "messages": messages}
+
+
+def _read_text(answer: bytes, at: int) -> tuple[str, int]:
+    length = _U16.unpack_from(answer, at)[0]
+    return answer[at + 2:at + 2 + length].decode(), at + 2 + length
+
+
+def _uuid_text(raw: bytes) -> str:
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
