@@ -159,3 +159,15 @@ async def test_a_deleted_newest_message_hands_the_newest_one_left(queen, queue, 
     await queen.ack(messages, True, {"group": group})
     assert await conflating(queen, queue, group).batch(1).pop() == []  # which passes the deleted one
     assert (await queen.admin.get_queue_depth(queue, group))["pending"] == 0
+
+
+async def test_a_deleted_group_registers_afresh_with_the_policy_of_its_next_pop(queen, queue, group):
+    await create_queue(queen, queue, lease_time=30)
+    await conflating(queen, queue, group).batch(10).pop()  # registered conflating
+    await queen.admin.delete_consumer_group_for_queue(group, queue)
+    await queen.queue(queue).partition("a").push([{"data": {"n": n}} for n in range(3)])
+
+    plain = await drain(queen, queue, group=group)  # registers it plain, on whichever worker
+
+    assert [m["data"]["n"] for m in plain] == [0, 1, 2]
+    assert (await queen.admin.get_queue_depth(queue, group))["conflation"] is False
