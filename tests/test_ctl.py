@@ -308,6 +308,19 @@ def test_group_list_lag_seek_delete(ctl):
     assert ctl("group", "list", "-q", queue, "--json").stdout.strip() == "[]"
 
 
+def test_a_conflating_group_says_so_in_the_group_tables(ctl, http):
+    queue, group = name(), name("g")
+    push_http(http, queue, [1, 2, 3])
+    popped = http.get(f"/api/v1/pop/queue/{queue}", params={"consumerGroup": group, "conflation": "true",
+                                                            "subscriptionMode": "all"})
+    assert popped.status_code == 200 and [m["data"] for m in popped.json()["messages"]] == [3]
+
+    listed = ctl("group", "list", "-q", queue)
+    assert listed.exit_code == 0 and "all, last value" in listed.stdout
+    detail = ctl("group", "lag", group)
+    assert detail.exit_code == 0 and "all, last value" in detail.stdout
+
+
 # --- dead letters --------------------------------------------------------------------------------
 
 def dead_letters(http: httpx.Client, queue: str, group: str, payloads: list) -> None:

@@ -11,9 +11,15 @@ SUMMARY_COLUMNS = ["group", "queue", "state", "members", "partitions", "partitio
                    "max time lag (s)", "subscription"]
 
 
+def _subscription(entry: dict) -> str | None:
+    """Where the group started, and its delivery policy when it conflates (last value only)."""
+    mode = entry.get("subscriptionMode")
+    return f"{mode or '-'}, last value" if entry.get("conflation") else mode
+
+
 def _summary_rows(entries: list[dict]) -> list[tuple]:
     return [(g["name"], g.get("queueName"), g.get("state"), g.get("members"), g.get("partitions"),
-             g.get("partitionsWithLag"), g.get("totalLag"), g.get("maxTimeLag"), g.get("subscriptionMode"))
+             g.get("partitionsWithLag"), g.get("totalLag"), g.get("maxTimeLag"), _subscription(g))
             for g in entries]
 
 
@@ -66,7 +72,7 @@ def lag(ctl, name, queue, min_lag_seconds, limit, offset) -> None:
         return
     ctl.out.table(SUMMARY_COLUMNS, [
         (name, queue_name, q.get("state"), q.get("members"), q.get("partitionCount"), q.get("partitionsWithLag"),
-         q.get("totalLag"), q.get("maxTimeLag"), q.get("subscriptionMode")) for queue_name, q in body.items()],
+         q.get("totalLag"), q.get("maxTimeLag"), _subscription(q)) for queue_name, q in body.items()],
         title=f"Group {name}")
     ctl.out.table(
         ["queue", "partition", "position", "last offset", "lag", "time lag (s)", "oldest pending", "lease until"],

@@ -30,7 +30,8 @@ export function mount(root) {
       { label: "Partitions behind", cell: (g) => `${compact(g.partitionsWithLag)} / ${compact(g.partitions)}`,
         class: "num" },
       { label: "Leased", cell: (g) => compact(g.members), class: "num" },
-      { label: "Subscription", cell: (g) => g.subscriptionMode || "—", class: "muted" },
+      { label: "Subscription", cell: (g) => (g.subscriptionMode || "—") + (g.conflation ? ", last value" : ""),
+        class: "muted" },
       { label: "", cell: (g) => groupActions(g.name, g.queueName, refresh), class: "row-end" },
     ], groups, {
       empty: "No consumer groups yet: a group appears with its first pop.",
