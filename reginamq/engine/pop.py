@@ -3,6 +3,12 @@
 The answer is a join of the fragments stored at push time and one per-segment suffix with the
 per-delivery fields, so a pop never decodes or re-encodes a payload. A long poll parks in
 :class:`~reginamq.engine.waiters.Waiters` between attempts and holds no connection meanwhile.
+
+Each attempt is sized first: the client's batch and partitions, or autopilot's choice for what
+it left unset (autopilot.py), or, for a group that conflates (gets only each partition's
+newest message), one message a partition. A group's delivery policy is fixed in the database at
+its first pop; the process remembers what rq_pop last reported (:class:`GroupPolicies`), so an
+answer, empty ones included, can echo it without a query, as queen-mq requires.
 """
 
 from __future__ import annotations
