@@ -9,7 +9,8 @@ evenly over them), which would as readily join another broker's sockets. So a
 
 - takes the port's lock, an abstract Unix socket named after the port, held by the serving
   process for its life (on Linux abstract names live per network namespace, as ports do, and
-  the kernel drops them with their process), so of two brokers started together one goes on;
+  the kernel drops them with their process; elsewhere an exclusive lock on a file in the
+  temporary folder), so of two brokers started together one goes on;
 - binds a probe socket to the address with SO_REUSEADDR (a previous run's connections in
   TIME_WAIT do not block it) and without SO_REUSEPORT, which fails while any socket listens on
   the address or on one overlapping it (the wildcard address and a specific one), and holds it
@@ -28,11 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import signal
 import socket
 import ssl
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,7 +70,7 @@ class PortClaim:
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
         family, address = _resolve(host, port)
-        self._lock: socket.socket | None = _lock(port)
+        self._lock = _lock(port)
         self._probe: socket.socket | None = socket.socket(family, socket.SOCK_STREAM)
         try:
             self._probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -98,17 +102,31 @@ def _resolve(host: str, port: int) -> tuple[int, tuple]:
     return family, address
 
 
-def _lock(port: int) -> socket.socket:
-    lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _lock(port: int):
+    """The port's lock, held open for the serving process's life (anything with ``close``)."""
+    if sys.platform == "linux":
+        lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            lock.bind(f"\0reginamq-port-{port}")
+        except OSError as error:
+            lock.close()
+            _locked_out(error, port)
+        return lock
+    # elsewhere no abstract socket names: an exclusive lock on a file, dropped with the process
+    lock = open(Path(tempfile.gettempdir()) / f"reginamq-port-{port}.lock", "a")  # noqa: SIM115
     try:
-        lock.bind(f"\0reginamq-port-{port}")
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
         lock.close()
-        if error.errno == errno.EADDRINUSE:
-            raise PortUnavailable(f"port {port} is already in use by another reginamq broker; "
-                                  "stop it or choose another port with --port") from None
-        raise PortUnavailable(f"cannot take the lock of port {port}: {error.strerror or error}") from None
+        _locked_out(error, port)
     return lock
+
+
+def _locked_out(error: OSError, port: int):
+    if error.errno in (errno.EADDRINUSE, errno.EAGAIN, errno.EWOULDBLOCK):
+        raise PortUnavailable(f"port {port} is already in use by another reginamq broker; "
+                              "stop it or choose another port with --port") from None
+    raise PortUnavailable(f"cannot take the lock of port {port}: {error.strerror or error}") from None
 
 
 def _refusal(error: OSError, host: str, port: int) -> PortUnavailable:
