@@ -194,6 +194,8 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     so that one pop and one commit carry more messages.
     """
     key = SweepPositions.key(request)
+    if not request.autopilot:
+        return await _pop(broker, request, key, client_gone)
     broker.autopilot.begin(key)
     try:
         return await _pop(broker, request, key, client_gone)
