@@ -10,7 +10,7 @@ import click
 
 from reginamq import __version__
 from reginamq.bench.cli import bench
-from reginamq.config import DEFAULT_PORT, SettingError, Settings
+from reginamq.config import DEFAULT_PORT, NUMBERS, SettingError, Settings
 from reginamq.ctl.dlq import dlq
 from reginamq.ctl.groups import group
 from reginamq.ctl.messages import pop, push, tail
@@ -46,33 +46,39 @@ class Refusal(click.ClickException):
         click.echo(f"reginamq: {self.message}", err=True)
 
 
+def _bounds(name: str) -> click.ParamType:
+    """A numeric flag's type, with the bounds its environment variable has too (config.NUMBERS)."""
+    kind, low, high = NUMBERS[name]
+    return click.IntRange(low, high) if kind is int else click.FloatRange(low, high)
+
+
 @main.command()
 @click.option("--host", default=None, help="Address to listen on [default: 0.0.0.0].")
-@click.option("--port", type=click.IntRange(1, 65_535), default=None,
+@click.option("--port", type=_bounds("port"), default=None,
               help=f"Port to listen on [default: {DEFAULT_PORT}].")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Folder of the embedded PostgreSQL [default: the user's data dir].")
 @click.option("--database-url", default=None,
               help="Use this PostgreSQL (>= 15) instead of the embedded one "
                    "(also REGINAMQ_DATABASE_URL or Queen's PG_HOST/PG_PORT/...).")
-@click.option("--workers", type=click.IntRange(1, 64), default=None,
+@click.option("--workers", type=_bounds("workers"), default=None,
               help="Worker processes sharing the port [default: 1].")
-@click.option("--pool-size", type=click.IntRange(1, 500), default=None,
+@click.option("--pool-size", type=_bounds("pool_size"), default=None,
               help="Database connections per worker [default: 10].")
-@click.option("--max-body-bytes", type=click.IntRange(1024), default=None,
+@click.option("--max-body-bytes", type=_bounds("max_body_bytes"), default=None,
               help="Largest accepted request body [default: 8 MiB].")
 @click.option("--default-subscription-mode", type=click.Choice(["all", "new"]), default=None,
               help="Where a named consumer group starts reading at its first pop when the pop does not say: "
                    "new = messages pushed from then on, as Queen; all = the whole backlog "
                    "(also REGINAMQ_DEFAULT_SUBSCRIPTION_MODE or Queen's DEFAULT_SUBSCRIPTION_MODE) [default: new].")
-@click.option("--maintenance-interval", type=click.FloatRange(0.1, 3600), default=None,
+@click.option("--maintenance-interval", type=_bounds("maintenance_interval"), default=None,
               help="Seconds between retention rounds [default: 5].")
-@click.option("--retention-parallelism", type=click.IntRange(1, 16), default=None,
+@click.option("--retention-parallelism", type=_bounds("retention_parallelism"), default=None,
               help="Retention workers of the elected process, each over its own partitions [default: 1].")
-@click.option("--partition-idle-days", type=click.FloatRange(0, 36_500), default=None,
+@click.option("--partition-idle-days", type=_bounds("partition_idle_days"), default=None,
               help="Delete partitions empty and unwritten for this many days (fractions allowed; "
                    "0 = never) [default: 7].")
-@click.option("--push-flush-spacing-ms", type=click.FloatRange(0, 1_000), default=None,
+@click.option("--push-flush-spacing-ms", type=_bounds("push_flush_spacing_ms"), default=None,
               help="Least time between the starts of two push writes of a process while independent pushes "
                    "come together: fewer, fuller writes, pops and acks; producers that wait for each answer "
                    "are not held to it (docs/operations.md) [default: 10; 0 = off].")
@@ -91,7 +97,7 @@ class Refusal(click.ClickException):
               help="Local JWKS file of verification keys, chosen by the token's kid (rotation: list old and new).")
 @click.option("--auth-issuer", default=None, help="Required 'iss' claim.")
 @click.option("--auth-audience", default=None, help="Required 'aud' claim.")
-@click.option("--auth-leeway", type=click.FloatRange(0, 3600), default=None,
+@click.option("--auth-leeway", type=_bounds("auth_leeway"), default=None,
               help="Clock skew tolerated on exp/nbf/iat, in seconds [default: 30].")
 @click.option("--tls-cert", type=_FILE, default=None, help="Serve HTTPS with this PEM certificate (chain).")
 @click.option("--tls-key", type=_FILE, default=None, help="The certificate's PEM private key.")

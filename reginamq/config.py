@@ -152,12 +152,12 @@ class SettingError(ValueError):
     """A setting from the environment that cannot be used; the message names the variable."""
 
 
-# Numbers read from the environment: their type and bounds, the same as the flags'.
-_NUMBERS: dict[str, tuple[type, float, float]] = {
+# The numeric settings: their type and bounds, for the environment and the flags alike.
+NUMBERS: dict[str, tuple[type, float, float | None]] = {  # None: no upper bound
     "port": (int, 1, 65_535),
     "workers": (int, 1, 64),
     "pool_size": (int, 1, 500),
-    "max_body_bytes": (int, 1024, 2**63),
+    "max_body_bytes": (int, 1024, None),
     "retention_parallelism": (int, 1, 16),
     "maintenance_interval": (float, 0.1, 3600),
     "partition_idle_days": (float, 0, 36_500),
@@ -182,15 +182,16 @@ def subscription_mode(raw: str, source: str = "REGINAMQ_DEFAULT_SUBSCRIPTION_MOD
 def _coerce(name: str, raw: str, variable: str) -> object:
     if name == "default_subscription_mode":
         return subscription_mode(raw, variable)
-    if name in _NUMBERS:
-        kind, low, high = _NUMBERS[name]
+    if name in NUMBERS:
+        kind, low, high = NUMBERS[name]
         try:
             value = kind(raw)
         except ValueError:
             raise SettingError(f"{variable} must be {'an integer' if kind is int else 'a number'}, "
                                f"not {raw!r}") from None
-        if not low <= value <= high:
-            raise SettingError(f"{variable} must be between {low} and {high}, not {raw}")
+        if value < low or (high is not None and value > high):
+            raise SettingError(f"{variable} must be at least {low}, not {raw}" if high is None else
+                               f"{variable} must be between {low} and {high}, not {raw}")
         return value
     if name == "log_level":
         if raw.lower() not in _LOG_LEVELS:

@@ -308,8 +308,7 @@ def _size(broker, request: PopRequest, key: tuple, conflating: bool | None) -> t
     (unless its partitions were given) decides how many partitions it may claim, up to
     MAX_CONFLATING_PARTITIONS; autopilot does not size it. Until the policy is known the
     pop's own request stands in for it."""
-    if conflating is None:
-        conflating = bool(request.conflation)
+    conflating = _effective(conflating, request)
     batch, partitions = request.batch, request.partitions
     plan = None
     if conflating:
@@ -323,8 +322,13 @@ def _size(broker, request: PopRequest, key: tuple, conflating: bool | None) -> t
                                conflation=conflating), plan
 
 
+def _effective(conflating: bool | None, request: PopRequest) -> bool:
+    """The policy a pop runs under: the group's as known, else what the pop asked for."""
+    return bool(request.conflation) if conflating is None else conflating
+
+
 def _answer(rows: list, lease_id: str, conflating: bool | None, request: PopRequest, plan: Plan | None) -> Popped:
-    on = bool(conflating) if conflating is not None else bool(request.conflation)
+    on = _effective(conflating, request)
     return Popped(rows, lease_id, on, request.conflation is not None and request.conflation != on, plan)
 
 

@@ -24,6 +24,7 @@ carried numbers, and for a traceId that is not a canonical UUID (a frame holds 1
 from __future__ import annotations
 
 import binascii
+import itertools
 import struct
 from datetime import UTC, datetime, timedelta
 
@@ -122,25 +123,20 @@ def render(popped: Popped, group: str, reveal) -> bytes:
     """The framed answer of a pop that delivered messages; :class:`NotFramable` if it cannot be."""
     rows = popped.rows
     claims: list[bytes] = []
-    start = 0
-    while start < len(rows):
-        partition_id = rows[start][1]
-        end = start
-        while end + 1 < len(rows) and rows[end + 1][1] == partition_id:
-            end += 1
+    for partition_id, claimed in itertools.groupby(rows, key=lambda row: row[1]):  # a claim's rows follow each other
         number = partition_number(partition_id)
         if number is None:
             raise NotFramable(partition_id)
-        first, last = rows[start], rows[end]
+        slices = list(claimed)
+        first, last = slices[0], slices[-1]
         records = [
             _RECORD_HEAD.pack(row[10], _micros(row[3]), len(row[5]), 0, len(frames)) + frames
-            for row in rows[start:end + 1]
+            for row in slices
             for frames in (_frames(row[5], reveal),)
         ]
         claims.append(_CLAIM_HEAD.pack(number) + _text(first[2])
                       + _CLAIM_SPAN.pack(first[10], last[10] + len(last[5]) - 1, first[4], len(records))
                       + b"".join(records))
-        start = end + 1
     own_keys = extras(popped)
     own = orjson.dumps(own_keys) if own_keys else b""
     return b"".join((_MAGIC_V1, _U32.pack(len(own)), own, _text(rows[0][0]), _text(popped.lease_id), _text(group),
