@@ -30,7 +30,7 @@ import httpx
 from reginamq.bench.broker import OwnBroker
 from reginamq.bench.system import cpu_seconds
 from reginamq.engine import ack
-from reginamq.store.database import schema_files
+from reginamq.store.schema import schema_files
 
 QUEUE = "ack-cost"
 ACK_FILE = Path("reginamq") / "store" / "sql" / "004_ack.sql"  # in a checkout

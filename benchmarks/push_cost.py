@@ -30,7 +30,7 @@ import httpx
 
 from reginamq.bench.broker import OwnBroker
 from reginamq.bench.system import cpu_seconds
-from reginamq.store.database import schema_files
+from reginamq.store.schema import schema_files
 
 QUEUE = "push-cost"
 PUSH_FILE = Path("reginamq") / "store" / "sql" / "002_push.sql"  # in a checkout

@@ -126,8 +126,8 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         raise Refusal(str(error), USAGE) from None
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from reginamq.store.database import DatabaseUnusable, apply_schema
     from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
+    from reginamq.store.schema import DatabaseUnusable, apply_schema
 
     try:
         claim = PortClaim(settings.host, settings.port)  # before the database starts: a taken port stops here

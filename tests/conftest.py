@@ -24,8 +24,8 @@ import asyncpg
 import httpx
 import pytest
 
-from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.schema import apply_schema
 
 # Every broker a test starts gets its own spool folder under this one, removed when the session
 # ends, so runs do not pile folders up in the system's temporary directory.

@@ -15,8 +15,8 @@ import uuid
 import httpx
 import pytest
 
-from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.schema import apply_schema
 from tests.conftest import free_port, start_broker, stop_process
 
 pytestmark = pytest.mark.timeout(240)

@@ -13,7 +13,7 @@ import uuid
 import asyncpg
 import pytest
 
-from reginamq.store.database import apply_schema
+from reginamq.store.schema import apply_schema
 from tests.conftest import eventually, start_broker, stop_process
 
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
-from reginamq.store.database import apply_schema
+from reginamq.store.schema import apply_schema
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
 from tests.test_maintenance import _is, configure, consume_all, push, segments
 

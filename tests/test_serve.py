@@ -14,8 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
-from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.schema import apply_schema
 from tests.conftest import free_port, start_broker, stop_process, wait_healthy
 
 

@@ -8,8 +8,8 @@ import uuid
 import asyncpg
 import msgspec
 
+from reginamq.common.errors import Unavailable
 from reginamq.engine import push
-from reginamq.engine.errors import Unavailable
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from tests.conftest import eventually

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.engine.names import (
     check_name,
     check_partition_id,

@@ -9,8 +9,7 @@ import orjson
 import uuid_utils
 
 from reginamq.engine.names import QUEUE_MODE
-
-PAGE_SQL = "SELECT * FROM rq_dlq_page($1, $2, $3, $4, $5, $6, $7)"
+from reginamq.store import Store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,10 +27,10 @@ def _stamp(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-async def page(conn, query: DlqQuery, reveal) -> dict:
+async def page(store: Store, query: DlqQuery, reveal) -> dict:
     """One page of dead letters; ``reveal`` opens sealed fragments (see sealing.py)."""
-    rows = await conn.fetch(PAGE_SQL, query.queue, query.group, query.partition, query.since, query.until,
-                            query.limit, query.offset)
+    rows = await store.dead_letters.page(query.queue, query.group, query.partition, query.since, query.until,
+                                         query.limit, query.offset)
     messages = []
     for row in rows:
         stored = orjson.loads(b"{" + reveal(row["payload"]) + b"}")  # the fragment rendered at push time
@@ -50,32 +49,27 @@ async def page(conn, query: DlqQuery, reveal) -> dict:
             "createdAt": _stamp(row["created_at"]),
             "failedAt": _stamp(row["failed_at"]),
         })
-    total = rows[0]["total"] if rows else await _count(conn, query)
+    total = rows[0]["total"] if rows else await _count(store, query)
     return {"messages": messages, "total": total, "limit": query.limit, "offset": query.offset}
 
 
-async def _count(conn, query: DlqQuery) -> int:
+async def _count(store: Store, query: DlqQuery) -> int:
     """An empty page (offset past the end) still reports the total of the filtered set."""
     if query.offset == 0:
         return 0
-    first = await conn.fetch(PAGE_SQL, query.queue, query.group, query.partition, query.since, query.until, 1, 0)
+    first = await store.dead_letters.page(query.queue, query.group, query.partition, query.since, query.until, 1, 0)
     return first[0]["total"] if first else 0
-
-
-REPLAY_SQL = ("SELECT message_offset, partition_id::text, transaction_id, queue_name, partition_name "
-              "FROM rq_dlq_replay($1, $2)")
-PURGE_SQL = "SELECT rq_dlq_purge($1, $2, $3)"
 
 
 class PartitionGone(Exception):
     """The dead letter's partition (or queue) was deleted: there is nowhere to replay it to."""
 
 
-async def replay(conn, entry_id: str) -> dict | None:
+async def replay(store: Store, entry_id: str) -> dict | None:
     """Put a dead letter back at the end of its partition as a new message (new id, same
     transactionId, traceId and data) and remove the entry. ``None`` for an unknown id."""
     new_id = str(uuid_utils.uuid7())
-    row = await conn.fetchrow(REPLAY_SQL, entry_id, new_id)
+    row = await store.dead_letters.replay(entry_id, new_id)
     if row is None:
         return None
     if row["message_offset"] is None:
@@ -84,5 +78,5 @@ async def replay(conn, entry_id: str) -> dict | None:
             "partitionId": row["partition_id"], "queue": row["queue_name"], "partition": row["partition_name"]}
 
 
-async def purge(conn, queue: str, group: str | None, partition: str | None) -> int:
-    return await conn.fetchval(PURGE_SQL, queue, group, partition)
+async def purge(store: Store, queue: str, group: str | None, partition: str | None) -> int:
+    return await store.dead_letters.purge(queue, group, partition)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.engine.names import check_name, group_or_queue_mode
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
 from reginamq.engine.waiters import EPHEMERAL_CHANNEL, Waiters, announce, ephemeral_key

@@ -11,9 +11,9 @@ thousand queues with a consumer each wait without a query per consumer per secon
 
 from __future__ import annotations
 
+from reginamq.common.periodic import Periodic
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.waiters import Waiters
-from reginamq.periodic import Periodic
 
 LOOK_SECONDS = 0.5
 MAX_PER_LOOK = 10_000

@@ -29,8 +29,8 @@ import contextlib
 import time
 from collections import deque
 
+from reginamq.common.errors import QueueFull, Refused, Unavailable
 from reginamq.engine import push
-from reginamq.engine.errors import QueueFull, Refused, Unavailable
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 

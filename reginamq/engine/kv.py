@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from reginamq.engine.errors import refuse
+from reginamq.common.errors import refuse
 from reginamq.engine.op_batch import OpBatch
 
 APPLY_SQL = "SELECT rq_kv_apply($1::jsonb, $2)"

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import msgspec
 import orjson
 
-from reginamq.engine.errors import refuse
+from reginamq.common.errors import refuse
 
 MAX_NAME_BYTES = 256
 MAX_OWNER_BYTES = 256

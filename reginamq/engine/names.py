@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 
 MAX_NAME_LENGTH = 255
 QUEUE_MODE = "__QUEUE_MODE__"

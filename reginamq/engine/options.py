@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 
 MAX_SECONDS = 10 * 365 * 24 * 3600
 MAX_POP_WAIT_MS = 60_000  # minPopWaitTime is in milliseconds, and a fill wait is short

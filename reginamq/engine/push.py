@@ -12,8 +12,8 @@ import msgspec
 import orjson
 import uuid_utils
 
+from reginamq.common.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine import options as queue_options
-from reginamq.engine.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine.names import check_name, check_queue_name, join_names, join_uuids, split_names, split_uuids
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import announce

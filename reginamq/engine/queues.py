@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import options as queue_options
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_queue_name
 
 CURRENT_SQL = "SELECT options, namespace, task FROM rq_queues WHERE name = $1 FOR UPDATE"

@@ -23,8 +23,8 @@ from typing import Annotated
 import msgspec
 import orjson
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine.browse import iso_millis
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_queue_name
 
 FETCH_SQL = ("SELECT entry, found, high_watermark, log_start, base_offset, created_at, txids, payloads, deleted "

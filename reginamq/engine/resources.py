@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE
 
 

@@ -23,7 +23,7 @@ import time
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from reginamq.engine.errors import Refused
+from reginamq.common.errors import Refused
 
 ID_PREFIX = 43  # len('"id":"') + 36 + len('"')
 SEALED_MARK = 0

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import msgspec
 
+from reginamq.common.errors import Unavailable
 from reginamq.engine import push
-from reginamq.engine.errors import Unavailable
 from reginamq.engine.sealing import Sealer
 
 log = logging.getLogger("reginamq.spool")

@@ -23,10 +23,10 @@ from typing import Any
 import msgspec
 import orjson
 
+from reginamq.common.errors import BadRequest, QueueFull
 from reginamq.engine import ack as acks
 from reginamq.engine import push as pushes
 from reginamq.engine.browse import iso_millis
-from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, check_uuid
 from reginamq.engine.sealing import Sealer
 

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import uuid_utils
 
-from reginamq.engine.errors import BadRequest, refuse
+from reginamq.common.errors import BadRequest, refuse
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.op_batch import OpBatch
 from reginamq.engine.push import MAX_PAYLOAD_BYTES

@@ -18,8 +18,8 @@ import msgspec
 import orjson
 import uuid_utils
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine.browse import iso_millis
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_partition_id
 
 MAX_DATA_BYTES = 64 * 1024

@@ -23,10 +23,10 @@ import uuid
 
 import msgspec
 
+from reginamq.common.errors import BadRequest, QueueFull
 from reginamq.engine import ack as acks
 from reginamq.engine import kv, timers
 from reginamq.engine import push as pushes
-from reginamq.engine.errors import BadRequest, QueueFull
 from reginamq.engine.names import check_uuid
 from reginamq.engine.sealing import Sealer
 

@@ -18,8 +18,8 @@ import time
 
 import msgspec
 
+from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.config import Settings
-from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.http import responses
 from reginamq.http.guard import Guard, Refused
 from reginamq.http.request import Request
@@ -159,7 +159,7 @@ class App:
             return responses.error(error.status, str(error), **error.extra)
         except Unavailable as error:
             self.broker.meter.db_errors += 1
-            self.broker.reachability.refuse()
+            self.broker.database.reachability.refuse()
             return responses.error(503, str(error))
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return responses.error(400, f"invalid request: {error}")

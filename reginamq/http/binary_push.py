@@ -25,7 +25,7 @@ import uuid
 import msgspec
 import zstandard
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.engine.push import MAX_ITEMS_PER_PUSH, PushItem
 from reginamq.http import jsonlimits
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import browse
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, group_or_queue_mode
 from reginamq.http import responses
 from reginamq.http.request import Request

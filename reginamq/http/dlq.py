@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import dlq
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_name, check_queue_name, check_uuid
 from reginamq.http import responses
 from reginamq.http.request import Request
@@ -27,13 +27,13 @@ async def list_dlq(broker: Broker, request: Request) -> responses.Response:
         limit=request.query_int("limit", 100, 1, MAX_PAGE),
         offset=request.query_int("offset", 0, 0, 2**31 - 1),
     )
-    return responses.json(200, await broker.run(lambda conn: dlq.page(conn, query, broker.sealer.reveal)))
+    return responses.json(200, await dlq.page(broker.store, query, broker.sealer.reveal))
 
 
 async def replay(broker: Broker, request: Request) -> responses.Response:
     entry_id = check_uuid("id", request.path_params["id"])
     try:
-        answer = await broker.run(lambda conn: dlq.replay(conn, entry_id))
+        answer = await dlq.replay(broker.store, entry_id)
     except dlq.PartitionGone:
         return responses.error(409, "the dead letter's partition no longer exists; purge the entry instead")
     if answer is None:
@@ -49,7 +49,7 @@ async def purge(broker: Broker, request: Request) -> responses.Response:
     queue = check_queue_name(queue)
     group = check_name("consumerGroup", group) if group else None
     partition = check_name("partition", partition) if partition else None
-    deleted = await broker.run(lambda conn: dlq.purge(conn, queue, group, partition))
+    deleted = await dlq.purge(broker.store, queue, group, partition)
     return responses.json(200, {"success": True, "deleted": deleted})
 
 

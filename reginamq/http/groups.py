@@ -29,8 +29,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import groups
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp

@@ -28,7 +28,7 @@ import json
 import msgspec
 import orjson
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 
 MAX_DEPTH = 64
 # Bodies up to this size have their brackets counted before the nesting is walked; beyond it

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
+from reginamq.common.errors import refuse
 from reginamq.engine import kv, op_batch
-from reginamq.engine.errors import refuse
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker

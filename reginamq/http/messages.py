@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import collections
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import ack as acks
 from reginamq.engine import pop as pops
 from reginamq.engine import push as pushes
 from reginamq.engine import transaction as transactions
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.options import MAX_SECONDS
 from reginamq.http import binary_push, pop_frames, responses

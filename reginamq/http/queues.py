@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import queues
-from reginamq.engine.errors import BadRequest
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker

@@ -6,8 +6,8 @@ the engine side is engine/reads.py. Both are reads: no lease, no cursor, no ack.
 
 from __future__ import annotations
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import reads
-from reginamq.engine.errors import BadRequest
 from reginamq.http import responses
 from reginamq.http.request import Request, parse_timestamp
 from reginamq.runtime import Broker

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 
 import msgspec
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.http import jsonlimits
 
 T = TypeVar("T")

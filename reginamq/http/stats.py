@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reginamq import __version__
+from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.engine import stats
-from reginamq.engine.errors import BadRequest, Unavailable
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
@@ -120,8 +120,7 @@ async def refresh(broker: Broker, request: Request) -> responses.Response:
 
 def _process(broker: Broker) -> dict:
     """This process's database pool, and the node's spool (pushes waiting for the database)."""
-    pool = broker.pool
-    sizes = ((0, 0, 0) if pool is None else (pool.get_size(), pool.get_idle_size(), pool.get_max_size()))
+    sizes = broker.database.pool_sizes()
     return {"pid": os.getpid(), "pool": dict(zip(("size", "idle", "max"), sizes, strict=True)),
             "spool": {"waitingBytes": broker.spool.waiting_bytes(), "bufferedMessages": broker.spool.buffered}}
 

@@ -12,7 +12,7 @@ import os
 import socket
 import uuid
 
-from reginamq.periodic import Periodic
+from reginamq.common.periodic import Periodic
 
 LEASE_SECONDS = 15
 TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"

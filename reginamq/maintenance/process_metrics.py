@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 import orjson
 
-from reginamq.engine.errors import Unavailable
-from reginamq.periodic import Periodic
+from reginamq.common.errors import Unavailable
+from reginamq.common.periodic import Periodic
 
 SAMPLE_SECONDS = 1.0
 KEEP_DAYS = 7
@@ -236,8 +236,7 @@ class ProcessMetrics(Periodic):
         resident, virtual = _memory()
         gauges["rss"].add(resident)
         gauges["virtual"].add(virtual)
-        pool = self._broker.pool
-        size, idle = (0, 0) if pool is None else (pool.get_size(), pool.get_idle_size())
+        size, idle, _ = self._broker.database.pool_sizes()
         gauges["pool_size"].add(size)
         gauges["pool_idle"].add(idle)
         gauges["pool_active"].add(size - idle)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import msgspec
 
+from reginamq.common.errors import BadRequest, QueueFull
+from reginamq.common.periodic import Periodic
 from reginamq.engine import push as pushes
-from reginamq.engine.errors import BadRequest, QueueFull
-from reginamq.periodic import Periodic
 
 TAKE_SQL = "SELECT queue, timer_key, partition, payload, txn, message_id::text FROM rq_timers_take_due($1)"
 BACK_OFF_SQL = "SELECT rq_timers_back_off($1, $2)"

@@ -1,1 +1,43 @@
-"""PostgreSQL access: the embedded server, the connection pool, the schema and the SQL."""
+"""Where reginamq's data lives: one typed API over PostgreSQL.
+
+The engine asks the :class:`Store` for what it needs (push these groups, claim for this pop,
+ack these spans, page these dead letters, ...) and never sees a connection, a pool, SQL or an
+asyncpg exception. The store owns the pool (:mod:`.database`), the schema (:mod:`.schema`,
+the ``sql/`` folder), the embedded server (:mod:`.embedded`) and the mapping of database
+failures: every call either returns, or raises :class:`~reginamq.common.errors.Unavailable`
+(a 503 the client may retry: the database is away, overloaded or kept aborting the call) or
+:class:`~reginamq.common.errors.BadRequest` (PostgreSQL refused a value). Deadlocks and
+serialization failures are retried inside the store.
+
+A store has one attribute per table family; each method is one call and states what it
+guarantees. Every method is atomic on its own. :meth:`Store.atomically` runs several calls in
+one transaction: all of them commit or none.
+
+A second backend is another implementation of these families behind the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from reginamq.store.database import Database, Executor, Session
+from reginamq.store.dead_letters import DeadLetters
+
+T = TypeVar("T")
+
+
+class Store:
+    """The families of one executor: the pool (each call on its own) or one transaction."""
+
+    def __init__(self, executor: Executor):
+        self._executor = executor
+        self.dead_letters = DeadLetters(executor)
+
+    async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
+        """``work`` with a store whose every call runs in one transaction, committed when
+        ``work`` returns and rolled back when it raises; retried as a whole on a deadlock."""
+        if isinstance(self._executor, Session):
+            return await work(self)
+        database: Database = self._executor  # type: ignore[assignment]
+        return await database.atomically(lambda session: work(Store(session)))

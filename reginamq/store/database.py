@@ -1,118 +1,232 @@
-"""The asyncpg pool and the schema.
+"""The database a broker process talks to: its connection pool, and the one place where a
+database failure gets its meaning for the client.
 
-The schema is a folder of numbered ``.sql`` files, each idempotent, applied in order inside
-one transaction holding an advisory lock, so several brokers starting at once against one
-database apply it one at a time and never see half of it. A digest of the files is kept in
-the database: a broker whose files match it changes nothing, so restarting one node never
-disturbs the others; new files (an upgrade) redefine every function (000_functions.sql).
+Every statement of the store runs through :meth:`Database.run` (one statement, or a whole
+unit of work on one connection). What a failure means is decided there and nowhere else:
 
-Applying the schema is the broker's first contact with its database: whatever keeps it from
-using the database (the URL, the server, the login, the database's name, the server's version,
-the user's rights) is raised as :class:`DatabaseUnusable`, one line saying what to check.
+- a deadlock or serialization failure is retried: the statement (or the unit of work) was
+  rolled back as a whole, so running it again is safe; after three attempts it is a 503;
+- a lost, refused or overloaded connection, a timeout, a full disk or a read-only database is
+  :class:`Unavailable` (a 503 the client may retry; a push is spooled), and a connection in an
+  unknown state is terminated, never handed to the next request;
+- a value PostgreSQL refused (``DataError``) is :class:`BadRequest` (a 400).
+
+It is also where a process notices that its database went away and came back, and says so once
+each way (:class:`Reachability`). Nothing above the store sees a connection or an asyncpg
+exception.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import logging
-from importlib import resources
-from urllib.parse import parse_qs, urlsplit
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
-log = logging.getLogger("reginamq.store")
+from reginamq.common.errors import BadRequest, Unavailable
 
-SCHEMA_LOCK_KEY = 0x5245_4749_4E41  # "REGINA"
-MIN_SERVER_VERSION = 15
-CONNECT_TIMEOUT = 10.0
+log = logging.getLogger("reginamq.broker")
 
-
-class DatabaseUnusable(Exception):
-    """The broker cannot use its database; the message says why and what to check."""
-
-
-def schema_files() -> list[tuple[str, str]]:
-    folder = resources.files("reginamq.store") / "sql"
-    files = sorted(f for f in folder.iterdir() if f.name.endswith(".sql"))
-    return [(f.name, f.read_text(encoding="utf-8")) for f in files]
-
-
-STATE_SQL = """
-CREATE TABLE IF NOT EXISTS rq_schema_state (
-    id int PRIMARY KEY CHECK (id = 1), digest text NOT NULL, applied_at timestamptz NOT NULL
+T = TypeVar("T")
+RETRIES = 3
+# The connection itself may be unusable after these: it is terminated, never reused.
+_BROKEN_CONNECTION = (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                      asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError)
+# The database cannot take this request now (a 503 the client may retry; a push is spooled).
+UNAVAILABLE = (
+    *_BROKEN_CONNECTION,
+    asyncio.TimeoutError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.QueryCanceledError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.InsufficientResourcesError,  # includes a full disk
+    asyncpg.ReadOnlySQLTransactionError,  # a standby, or a database switched to read-only
 )
-"""
+_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+# asyncpg's pool logs each failed attempt to reopen its minimum of connections, with a traceback.
+_POOL_RECONNECT = "Failed to restore the pool connection floor"
+
+Connection = asyncpg.Connection
+Row = asyncpg.Record
 
 
-def schema_digest(files: list[tuple[str, str]]) -> str:
-    digest = hashlib.sha256()
-    for name, sql in files:
-        digest.update(name.encode() + b"\0" + sql.encode() + b"\0")
-    return digest.hexdigest()
+class Reachability:
+    """Whether this process reaches its database, logged once a change: a warning when it goes
+    (with the first error), and one when a call succeeds again (how long it was away and how
+    many requests were answered 503 meanwhile). Every request that fails in between only counts."""
+
+    def __init__(self) -> None:
+        self.lost_at: float | None = None
+        self.refused = 0
+
+    def lost(self, error: BaseException | None) -> None:
+        if self.lost_at is not None:
+            return
+        self.lost_at, self.refused = time.monotonic(), 0
+        log.warning("database unavailable in process %d (%s): requests that need it are answered 503 and "
+                    "pushes are spooled on disk until it is back", os.getpid(),
+                    (str(error) or type(error).__name__) if error is not None else "no connection")
+
+    def back(self) -> None:
+        if self.lost_at is None:
+            return
+        log.warning("database available again in process %d after %.1f s; %d request(s) were answered 503 "
+                    "meanwhile", os.getpid(), time.monotonic() - self.lost_at, self.refused)
+        self.lost_at = None
+
+    def refuse(self) -> None:
+        """A request was answered 503."""
+        if self.lost_at is not None:
+            self.refused += 1
 
 
-async def apply_schema(dsn: str) -> bool:
-    """Bring the database to this version's schema; returns whether anything was applied."""
-    files = schema_files()
-    digest = schema_digest(files)
-    conn = await _connect(dsn)
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
-            await conn.execute(STATE_SQL)
-            if await conn.fetchval("SELECT digest FROM rq_schema_state WHERE id = 1") == digest:
-                return False
-            for name, sql in files:
-                log.debug("applying %s", name)
-                await conn.execute(sql)
-            await conn.execute(
-                "INSERT INTO rq_schema_state VALUES (1, $1, now()) "
-                "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()", digest)
-            log.info("database schema applied (%s)", digest[:12])
+class _PoolReconnects(logging.Filter):
+    """Turns asyncpg's warning for each failed reconnect of the pool into news of the outage."""
+
+    def __init__(self, reachability: Reachability):
+        super().__init__()
+        self._reachability = reachability
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(_POOL_RECONNECT):
             return True
-    except asyncpg.InsufficientPrivilegeError as error:
-        raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions on "
-                               f"{_where(dsn)} ({error}); grant it CREATE on the schema, or connect as the "
-                               "database's owner") from None
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
-        raise DatabaseUnusable(f"applying reginamq's schema on {_where(dsn)} failed: {error}") from None
-    finally:
-        await conn.close()
+        self._reachability.lost(record.exc_info[1] if record.exc_info else None)
+        return False
 
 
-async def _connect(dsn: str) -> asyncpg.Connection:
-    try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
-    except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as error:
-        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the login ({error}); check the user "
-                               "and password in --database-url") from None
-    except asyncpg.InvalidCatalogNameError as error:
-        raise DatabaseUnusable(f"{error} on PostgreSQL at {_where(dsn)}; create it "
-                               "(CREATE DATABASE) or name an existing one in --database-url") from None
-    except asyncpg.PostgresError as error:
-        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the connection: {error}") from None
-    except ValueError as error:  # asyncpg's ClientConfigurationError included
-        raise DatabaseUnusable(f"the database URL cannot be used ({error}); check --database-url") from None
-    except (OSError, TimeoutError, asyncpg.InterfaceError) as error:
-        reason = f"no answer in {CONNECT_TIMEOUT:.0f} s" if isinstance(error, TimeoutError) else error
-        raise DatabaseUnusable(f"cannot reach PostgreSQL at {_where(dsn)} ({reason}); check the host and "
-                               "port in --database-url, and that PostgreSQL runs there") from None
-    version = conn.get_server_version()
-    if version.major < MIN_SERVER_VERSION:
-        await conn.close()
-        raise DatabaseUnusable(f"reginamq needs PostgreSQL {MIN_SERVER_VERSION} or later; the server at "
-                               f"{_where(dsn)} runs {version.major}.{version.minor}")
-    return conn
+class Executor(Protocol):
+    """Where a statement of the store runs: the pool (:class:`Database`, each statement on its
+    own) or one transaction (:class:`Session`, inside :meth:`Database.atomically`)."""
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+    async def execute(self, sql: str, *args: Any) -> str: ...
+    async def executemany(self, sql: str, args: Sequence[Sequence[Any]]) -> None: ...
 
 
-def _where(dsn: str) -> str:
-    """The server a URL names (host and port, or a Unix socket's folder), for messages: never
-    its password."""
-    parts = urlsplit(dsn)
-    query = parse_qs(parts.query)
-    if "host" in query:
-        return query["host"][0] + (f":{query['port'][0]}" if "port" in query else "")
-    return parts.netloc.rpartition("@")[2] or "localhost"
+class Session:
+    """One connection inside one transaction: the statements of a unit of work
+    (:meth:`Database.atomically`). Its methods are asyncpg's, minus the retries: a failure
+    fails the whole unit, which the database then retries or maps as a whole."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection):
+        self._conn = conn
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        return await self._conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        return await self._conn.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._conn.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        return await self._conn.execute(sql, *args)
+
+    async def executemany(self, sql: str, args: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, args)
+
+
+class Database:
+    """The pool of one broker process, opened by :meth:`open` and closed by :meth:`close`.
+
+    ``fetch``/``fetchrow``/``fetchval``/``execute``/``executemany`` run one statement on a
+    pooled connection, with the failure mapping of the module header. :meth:`atomically` runs a
+    unit of work in one transaction on one connection, retried as a whole.
+    """
+
+    def __init__(self, dsn: str, size: int):
+        self.dsn = dsn
+        self.size = size
+        self.pool: asyncpg.Pool | None = None
+        self.reachability = Reachability()
+        self._pool_reconnects = _PoolReconnects(self.reachability)
+
+    async def open(self) -> None:
+        logging.getLogger("asyncpg.pool").addFilter(self._pool_reconnects)
+        try:
+            self.pool = await _create_pool(self.dsn, self.size)
+        except UNAVAILABLE as error:
+            # A worker (re)started while the database is away serves all the same (spooling pushes,
+            # answering 503): its connections open once the database answers again.
+            self.reachability.lost(error)
+            self.pool = await _create_pool(self.dsn, self.size, warm=0)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+        logging.getLogger("asyncpg.pool").removeFilter(self._pool_reconnects)
+
+    def pool_sizes(self) -> tuple[int, int, int]:
+        """(open, idle, most) connections of this process's pool."""
+        if self.pool is None:
+            return 0, 0, 0
+        return self.pool.get_size(), self.pool.get_idle_size(), self.pool.get_max_size()
+
+    async def run(self, call: Callable[[Connection], Awaitable[T]]) -> T:
+        """``call`` with a pooled connection, under the failure mapping of the module header."""
+        if self.pool is None:
+            raise Unavailable("the broker is not connected to its database")
+        for attempt in range(RETRIES):
+            try:
+                async with self.pool.acquire(timeout=10) as conn:
+                    try:
+                        result = await call(conn)
+                    except _BROKEN_CONNECTION:
+                        conn.terminate()  # never hand a connection in an unknown state to the next request
+                        raise
+                if self.reachability.lost_at is not None:
+                    self.reachability.back()
+                return result
+            except _RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise Unavailable("the database kept aborting this request; retry") from None
+                await asyncio.sleep(0.01 * (attempt + 1))
+            except UNAVAILABLE as error:
+                self.reachability.lost(error)
+                raise Unavailable("database unavailable") from error
+            except asyncpg.DataError as error:
+                raise BadRequest(f"invalid value: {error}") from error
+        raise AssertionError("unreachable")
+
+    async def atomically(self, work: Callable[[Session], Awaitable[T]]) -> T:
+        """``work`` in one transaction on one connection: all of it is committed, or none."""
+
+        async def unit(conn: Connection) -> T:
+            async with conn.transaction():
+                return await work(Session(conn))
+
+        return await self.run(unit)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        return await self.run(lambda conn: conn.fetch(sql, *args))
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        return await self.run(lambda conn: conn.fetchrow(sql, *args))
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self.run(lambda conn: conn.fetchval(sql, *args))
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        return await self.run(lambda conn: conn.execute(sql, *args))
+
+    async def executemany(self, sql: str, args: Sequence[Sequence[Any]]) -> None:
+        await self.run(lambda conn: conn.executemany(sql, args))
+
+    async def healthy(self) -> bool:
+        try:
+            await self.fetchval("SELECT 1")
+            return True
+        except Unavailable:
+            return False
 
 
 async def _reset(conn: asyncpg.Connection) -> None:
@@ -126,7 +240,7 @@ async def _reset(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
-async def create_pool(dsn: str, size: int, warm: int = 2) -> asyncpg.Pool:
+async def _create_pool(dsn: str, size: int, warm: int = 2) -> asyncpg.Pool:
     """A pool of up to ``size`` connections, ``warm`` of them opened now and kept open."""
     return await asyncpg.create_pool(
         dsn,

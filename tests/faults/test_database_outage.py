@@ -10,8 +10,8 @@ import uuid
 import psutil
 import pytest
 
-from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.schema import apply_schema
 from tests.conftest import stop_process
 from tests.faults.helpers import Bench, assert_clean, get, start_broker_on
 

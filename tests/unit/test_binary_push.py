@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from queen.http.push_binary import PushBatch, encode_push_binary, encode_push_frames, encode_transaction_frames
 
-from reginamq.engine.errors import BadRequest
+from reginamq.common.errors import BadRequest
 from reginamq.http import binary_push
 
 LIMIT = 1 << 20

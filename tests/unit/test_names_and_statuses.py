@@ -1,7 +1,7 @@
 import pytest
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine.ack import normalise_status
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.queues import derived_namespace_task
 

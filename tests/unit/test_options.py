@@ -1,7 +1,7 @@
 import pytest
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import options
-from reginamq.engine.errors import BadRequest
 
 
 def test_defaults_cover_every_documented_option():

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from queen.http.pop_frames import decode_pop_frames
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import pop, push
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.names import check_partition_id, partition_number
 from reginamq.engine.sealing import Sealer
 from reginamq.http import pop_frames

@@ -4,8 +4,8 @@ import msgspec
 import orjson
 import pytest
 
+from reginamq.common.errors import BadRequest
 from reginamq.engine import pop, push
-from reginamq.engine.errors import BadRequest
 from reginamq.engine.sealing import Sealer
 from reginamq.http.routes import ROUTER
 

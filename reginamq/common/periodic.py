@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 
-from reginamq.engine.errors import Unavailable
+from reginamq.common.errors import Unavailable
 
 
 class Periodic:

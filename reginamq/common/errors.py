@@ -1,4 +1,4 @@
-"""Errors the engine raises for the HTTP layer to turn into 4xx answers."""
+"""Errors any layer raises for the HTTP layer to turn into 4xx (or 503) answers."""
 
 from typing import NoReturn
 
