@@ -1,19 +1,23 @@
-"""The broker's OpenAPI 3.1 document (GET /openapi.json): built once from the route table.
+"""The broker's OpenAPI 3.1 document (GET /openapi.json), built from a route table.
 
-Every route of :data:`reginamq.http.routes.ROUTES` needs an entry in :data:`OPERATIONS`; a
-route without one fails the build (and tests/test_openapi.py). Request bodies decoded into
-msgspec Structs take their schemas from the Structs, tightened with the documented limits
-(names, UUIDs); bodies read as plain objects are described by hand. Parameter ranges and enums
-are the ones the handlers enforce. Response schemas list the fields each answer always has
-and allow more (``additionalProperties``), so they check without freezing the protocol.
-Each operation carries its route's role (``x-required-role``) and bearer security, taken from
-the route table, so the document cannot disagree with what the broker enforces.
+:func:`document` is given the route table by its caller (reginamq/http/routes.py, which serves
+the document and builds it once), so this module never imports the table it describes. Every
+route needs an entry in :data:`OPERATIONS`; a route without one fails the build (and
+tests/test_openapi.py).
+
+Request bodies decoded into msgspec Structs take their schemas from the Structs, tightened
+with the documented limits (names, UUIDs); bodies read as plain objects are described by hand.
+Parameter ranges and enums are the ones the handlers enforce. Response schemas list the fields
+each answer always has and allow more (``additionalProperties``), so they check without
+freezing the protocol. Each operation carries its route's role (``x-required-role``) and bearer
+security, taken from the route table, so the document cannot disagree with what the broker
+enforces.
 """
 
 from __future__ import annotations
 
-import functools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -36,7 +40,7 @@ from reginamq.engine import (
     transaction,
 )
 from reginamq.engine.names import MAX_NAME_LENGTH
-from reginamq.http import binary_push, console, responses
+from reginamq.http import binary_push, console
 from reginamq.security.roles import PUBLIC
 
 MAX_PAGE = 1_000
@@ -697,12 +701,11 @@ def openapi_path(pattern: str) -> str:
     return re.sub(r"\{(\w+)\*\}", r"{\1}", pattern)
 
 
-@functools.cache
-def document() -> bytes:
-    from reginamq.http.routes import ROUTES  # the route table imports this module
-
+def document(routes: Iterable[tuple[str, str, Any, str]]) -> bytes:
+    """The document of ``routes`` ((method, pattern, handler, role) each) as JSON bytes. Raises
+    KeyError for a route that has no entry in :data:`OPERATIONS`."""
     paths: dict[str, dict] = {}
-    for method, pattern, _handler, role in ROUTES:
+    for method, pattern, _handler, role in routes:
         operation = OPERATIONS[(method, pattern)]  # a new route needs a description here
         paths.setdefault(openapi_path(pattern), {})[method.lower()] = {
             "operationId": f"{method.lower()} {pattern}", **operation, **access(role, operation)}
@@ -714,6 +717,3 @@ def document() -> bytes:
         "components": {"schemas": _components(), "securitySchemes": {"bearer": BEARER}},
     })
 
-
-async def serve(broker, request) -> responses.Response:
-    return 200, document()

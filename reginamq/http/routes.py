@@ -6,10 +6,14 @@ included, because clients put partition names into URLs unencoded. Paths arrive 
 The role (see reginamq/security/roles.py) sits in the same tuple as the handler so that a
 route cannot be added without deciding who may call it; the app enforces it when the broker
 runs with ``--auth jwt``, and docs/security.md and /openapi.json are checked against it.
+
+GET /openapi.json is answered here: the OpenAPI builder (reginamq/http/openapi.py) is handed
+this table and never imports it, and the document is built on the first request and kept.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
@@ -47,6 +51,16 @@ class Route(NamedTuple):
     role: str  # what the caller's token must grant: a name from reginamq.security.roles
 
 
+async def describe(broker: Broker, request: Request) -> Response:
+    """GET /openapi.json: this route table's OpenAPI document."""
+    return 200, _description()
+
+
+@functools.cache
+def _description() -> bytes:
+    return openapi.document(ROUTES)
+
+
 def table(*entries: tuple) -> list[Route]:
     """The routes, each checked to name a known role: a typo would otherwise lock a route or open it."""
     routes = []
@@ -74,7 +88,7 @@ ROUTES: list[Route] = table(
     # Liveness as Queen serves it: read-only like Queen's, so only probes holding a token see it.
     ("GET", "/status", status.alive, READ_ONLY),
     # The protocol's description: the same for every broker, no data and no secrets in it.
-    ("GET", "/openapi.json", openapi.serve, PUBLIC),
+    ("GET", "/openapi.json", describe, PUBLIC),
     *dlq.ROUTES,
     *resources.ROUTES,
     *groups.ROUTES,
