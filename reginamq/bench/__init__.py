@@ -7,8 +7,12 @@ omission corrected), and every line says how much CPU the broker, PostgreSQL and
 itself used. ``reginamq bench ceiling`` measures the same PostgreSQL with plain SQL, so the
 broker's figure has a denominator.
 
-Modules: :mod:`.config` (the run's options), :mod:`.stats` (histograms and counters),
+Modules, each importing only the ones listed before it: :mod:`.config` (the run's options),
+:mod:`.stats` (histograms and counters), :mod:`.child` (what every load process shares: set-up,
+counting, reporting to the parent), :mod:`.verify` (per-message accounting under ``--verify``),
 :mod:`.load` (producer and consumer processes), :mod:`.system` (CPU/RSS/database size),
-:mod:`.broker` (an own broker), :mod:`.runner` (the run), :mod:`.report` (lines, JSON, plot),
-:mod:`.ceiling` (the raw PostgreSQL rate), :mod:`.cli` (the command).
+:mod:`.display` (the progress bar), :mod:`.report` (lines, JSON, plot), :mod:`.broker` (an own
+broker), :mod:`.runner` (the run), :mod:`.ceiling` (the raw PostgreSQL rate), :mod:`.session`
+(one invocation: target, run, report, tear-down), :mod:`.cli` (the command, which loads the
+session only when a bench runs).
 """

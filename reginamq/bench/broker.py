@@ -19,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from reginamq.store.embedded import EmbeddedPostgres
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -28,8 +30,6 @@ def free_port() -> int:
 
 def embedded_url(data_dir: Path) -> str:
     """The database URL the broker's embedded PostgreSQL answers on (a Unix socket)."""
-    from reginamq.store.embedded import EmbeddedPostgres
-
     return EmbeddedPostgres(data_dir).url
 
 
@@ -112,8 +112,6 @@ class OwnBroker:
 
     def _stop_orphaned_postgres(self) -> None:
         """A killed broker leaves its PostgreSQL running: stop it before removing its folder."""
-        from reginamq.store.embedded import EmbeddedPostgres
-
         server = EmbeddedPostgres(self.data_dir)
         server.started_here = True
         with contextlib.suppress(Exception):

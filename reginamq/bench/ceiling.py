@@ -18,10 +18,11 @@ import queue as queue_module
 import time
 import uuid
 
-from reginamq.bench import load
+import asyncpg
+
+from reginamq.bench.child import Reporter, child_setup, stop_processes
 from reginamq.bench.config import BenchConfig, partition_name
 from reginamq.bench.display import Display
-from reginamq.bench.load import Reporter, _child_setup
 from reginamq.bench.system import CpuMeter, is_postgres, tree
 
 FIELDS = ("inserted", "deleted", "insert_err", "delete_err", "inserts", "deletes")
@@ -32,26 +33,24 @@ APPLICATION_NAME = "reginamq-bench-ceiling"
 CREATE = "CREATE TABLE {t} (id bigserial PRIMARY KEY, partition text NOT NULL, payload bytea NOT NULL)"
 INSERT = "INSERT INTO {t} (partition, payload) SELECT $1, unnest($2::bytea[])"
 # ``= ANY(ARRAY(...))`` evaluates the claim once and deletes by primary key; the ``IN (...)``
-# spelling lets the planner pick a semi-join that scans the whole backlog (seen: 70 s a claim).
+# spelling lets the planner pick a semi-join that scans the whole backlog on every claim.
 CLAIM = ("DELETE FROM {t} WHERE id = ANY(ARRAY(SELECT id FROM {t} ORDER BY id FOR UPDATE SKIP LOCKED LIMIT $1)) "
          "RETURNING id, partition, payload")
 
 
 def writer_main(cfg: BenchConfig, index: int, database_url: str, table: str, connections: int,
                 start_ns: int, reports, stop) -> None:
-    _child_setup()
+    child_setup()
     asyncio.run(_writers(cfg, index, database_url, table, connections, start_ns, reports, stop))
 
 
 def reader_main(cfg: BenchConfig, index: int, database_url: str, table: str, connections: int,
                 start_ns: int, reports, stop) -> None:
-    _child_setup()
+    child_setup()
     asyncio.run(_readers(cfg, index, database_url, table, connections, start_ns, reports, stop))
 
 
 async def _loop(cfg, index, database_url, connections, start_ns, reports, kind, body) -> None:
-    import asyncpg
-
     reporter = Reporter(kind, index, FIELDS, reports, start_ns, cfg.report)
     # No statement may outlive the run by much: a claim stuck behind a bloated backlog is cut off.
     pool = await asyncpg.create_pool(database_url, min_size=connections, max_size=connections,
@@ -116,8 +115,6 @@ async def _readers(cfg, index, database_url, table, connections, start_ns, repor
 async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, description: str,
                       display: Display) -> dict:
     """Run the raw-SQL shape for ``cfg.duration`` and return its figures."""
-    import asyncpg
-
     table = f"rq_bench_ceiling_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(database_url)
     try:
@@ -179,7 +176,7 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
                 last, tick = due, tick + 1
     finally:
         stop.set()
-        load.stop_processes(processes, timeout=30)
+        stop_processes(processes, timeout=30)
         await _drop(database_url, table)
     in_rate = totals["inserted"] / cfg.duration
     out_rate = totals["deleted"] / cfg.duration
@@ -191,8 +188,6 @@ async def run_ceiling(cfg: BenchConfig, database_url: str, postgres_finder, desc
 
 async def _drop(database_url: str, table: str) -> None:
     """Drop the table; first end any statement of ours a killed process left running on it."""
-    import asyncpg
-
     with contextlib.suppress(Exception):
         conn = await asyncpg.connect(database_url, timeout=10)
         try:

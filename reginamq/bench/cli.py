@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from reginamq.bench.config import BenchConfig
+from reginamq.bench.report import check_plot_available
 
 
 def shape_options(function):
@@ -119,11 +120,11 @@ def bench(ctx: click.Context, **flags) -> None:
         return
     if flags["rate"] is None:
         raise click.UsageError("--rate is required (messages per second offered)")
+    # Every reginamq command loads this module; the run's machinery (aiohttp, asyncpg, psutil,
+    # rich's progress bar, multiprocessing) loads only when a bench runs.
     from reginamq.bench.session import run_session
 
     if flags["plot_path"] is not None:
-        from reginamq.bench.report import check_plot_available
-
         try:
             check_plot_available()
         except RuntimeError as error:
@@ -150,7 +151,7 @@ def ceiling(**flags) -> None:
 
     Against --database-url, or an embedded PostgreSQL started in a temporary folder.
     """
-    from reginamq.bench.session import run_ceiling_session
+    from reginamq.bench.session import run_ceiling_session  # only when it runs: see bench() above
 
     cfg = _config(flags, rate=1.0)
     _stop_on_sigterm()

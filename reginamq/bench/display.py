@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
 
 class Display:
     def __init__(self, total_seconds: float, live: bool | None = None):
@@ -15,8 +17,6 @@ class Display:
 
     def __enter__(self) -> Display:
         if self.live:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
             self._progress = Progress(TextColumn("[bold]bench"), BarColumn(), TimeElapsedColumn(),
                                       TextColumn("/ {task.total:.0f}s {task.fields[phase]}"),
                                       TextColumn("{task.fields[status]}"), transient=True)

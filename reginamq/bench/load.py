@@ -11,18 +11,24 @@ the wall clock (a time sync) must not read as seconds of latency or a burst of m
 
 Consumers are closed loop: pop, record, ack, pop again. Each process keeps its own counters and
 histogram and sends the difference to the parent every report interval over a multiprocessing
-queue; see :mod:`reginamq.bench.stats`.
+queue; see :mod:`reginamq.bench.child` and :mod:`reginamq.bench.stats`. Under ``--verify`` the
+same processes run :mod:`reginamq.bench.verify`'s accounting instead of the plain push and
+drain below.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
 
+import aiohttp
+import orjson
+
+from reginamq.bench import verify
+from reginamq.bench.child import Reporter, child_setup, tally, timed_pop
 from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
-from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS, Histogram
+from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS
 from reginamq.http import binary_push, pop_frames
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -101,60 +107,11 @@ def partition_of(cfg: BenchConfig, push_index: int, instant_ns: int, start_ns: i
     return (window * cfg.active + push_index % cfg.active) % cfg.space
 
 
-class Reporter:
-    """This process's counters and histogram, handed to the parent as deltas every interval."""
-
-    def __init__(self, kind: str, index: int, fields: tuple, queue, start_ns: int, report_s: float):
-        self.kind, self.index, self.queue = kind, index, queue
-        self.fields = fields
-        self.counters = dict.fromkeys(fields, 0)
-        self.latency = Histogram()
-        self.pacer_lag_max_ns = 0
-        self.start_ns = start_ns
-        self.report_ns = int(report_s * 1e9)
-        self.tick = 1
-        self.extra = None  # under --verify: the records and ledgers to hand over with each snapshot
-
-    def next_tick_ns(self) -> int:
-        return self.start_ns + self.tick * self.report_ns
-
-    def send(self, final: bool = False) -> None:
-        snapshot = {"kind": self.kind, "index": self.index, "tick": self.tick, "final": final,
-                    "counters": self.counters, "latency": self.latency.to_sparse() if self.latency.count else None,
-                    "pacer_lag_max_ns": self.pacer_lag_max_ns}
-        if self.extra is not None:
-            snapshot["verify"] = self.extra(final)
-        self.queue.put(snapshot)
-        self.counters = dict.fromkeys(self.fields, 0)
-        self.latency.reset()
-        self.pacer_lag_max_ns = 0
-
-    async def run(self) -> None:
-        """Send a snapshot at every tick of the shared report clock."""
-        while True:
-            await asyncio.sleep(max(0.0, (self.next_tick_ns() - time.monotonic_ns()) / 1e9))
-            self.send()
-            self.tick += 1
-
-
-def _event_loop_policy() -> None:
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-def _child_setup() -> None:
-    """Children leave Ctrl-C to the parent, which stops them in order through the events."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _event_loop_policy()
-
-
 # ----------------------------------------------------------------------------- producers
 
 
 def producer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:
-    _child_setup()
+    child_setup()
     asyncio.run(_produce(cfg, index, url, start_ns, queue, abort))
 
 
@@ -193,9 +150,6 @@ def build_push_body(cfg: BenchConfig, producer: int, slot: int, sequences: list[
 
 
 async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, abort) -> None:
-    import aiohttp
-    import orjson
-
     pacer = Pacer(cfg.rate, cfg.push_batch, cfg.producer_procs, index, start_ns, cfg.duration)
     share = max(cfg.push_batch, cfg.max_inflight // cfg.producer_procs)
     gate = InflightGate(share)
@@ -209,8 +163,6 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     timeout = aiohttp.ClientTimeout(total=cfg.push_timeout)
 
     if cfg.verify:
-        from reginamq.bench import verify
-
         ledger, chains, verify_stats = verify.Ledger(), verify.PartitionChains(), verify.new_stats()
         retrier = verify.Retrier(verify_stats, "push", cfg.retry_seconds)
 
@@ -299,19 +251,15 @@ def consumer_assignments(cfg: BenchConfig, proc: int) -> list[tuple[str | None, 
 
 
 def consumer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, stop) -> None:
-    _child_setup()
+    child_setup()
     asyncio.run(_consume(cfg, index, url, start_ns, queue, stop))
 
 
 async def _consume(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, stop) -> None:
-    import aiohttp
-
     reporter = Reporter("consumer", index, CONSUMER_FIELDS, queue, start_ns, cfg.report)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=cfg.pop_timeout_ms / 1000 + 30)
     if cfg.verify:
-        from reginamq.bench import verify
-
         sink = verify.RecordSink()
         reporter.extra = lambda final: sink.export()
         report_task = asyncio.create_task(reporter.run())
@@ -339,8 +287,6 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
     Under --queues consumer ``slot`` long-polls queue ``slot % queues`` only (one long poll
     parked on one queue cannot hear the others), or with --pop-namespace all of them at once.
     """
-    import orjson
-
     params = {"batch": str(cfg.pop_batch), "subscriptionMode": "all"}
     if cfg.framed_pop:
         params["frames"] = "true"
@@ -425,45 +371,9 @@ async def _consumer(cfg: BenchConfig, session, url: str, group: str | None, slot
         await asyncio.wait(list(ack_tasks))
 
 
-async def timed_pop(session, url: str, params: dict, counters) -> tuple[int, bytes, int] | None:
-    """One pop request, counted: (status, body, receive instant in ns), or None without an answer."""
-    try:
-        async with session.get(url, params=params) as response:
-            raw = await response.read()
-            status = response.status
-    except Exception:
-        counters["pop_err"] += 1
-        return None
-    counters["pop_reqs"] += 1
-    if status == 204:
-        counters["empty_pops"] += 1
-    return status, raw, time.monotonic_ns()
-
-
-_DONE = {"push": "accepted", "ack": "acked"}
-
-
 def accepted(answer) -> int:
     """The items a 201 push answer took: every item but the failed ones, listed (JSON body) or
     counted (the binary body's counts answer)."""
     if isinstance(answer, dict):
         return answer["count"] - answer["error"]
     return sum(1 for item in answer if item.get("status") != "failed")
-
-
-def tally(counters, kind: str, ok: int, n: int) -> None:
-    """Count a request of ``n`` messages of which ``ok`` went through; any shortfall makes it
-    one failed request (Queen counts requests) and ``n - ok`` failed messages."""
-    counters[_DONE[kind]] += ok
-    if ok < n:
-        counters[f"{kind}_err"] += 1
-        counters[f"{kind}_err_msgs"] += n - ok
-
-
-def stop_processes(processes, timeout: float) -> None:
-    """Wait for processes told to stop; end the ones that do not."""
-    for process in processes:
-        process.join(timeout=timeout)
-        if process.is_alive():
-            process.terminate()
-            process.join(timeout=5)

@@ -7,6 +7,7 @@ beside a Queen report line by line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -141,13 +142,13 @@ def write_json(path: Path, cfg: BenchConfig, header_lines: list[str], intervals:
 
 def check_plot_available() -> None:
     """Fail before the run, not after it, when --plot cannot work."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as error:
-        raise RuntimeError("--plot needs matplotlib: pip install 'reginamq[plot]'") from error
+    if importlib.util.find_spec("matplotlib") is None:
+        raise RuntimeError("--plot needs matplotlib: pip install 'reginamq[plot]'")
 
 
 def write_plot(path: Path, cfg: BenchConfig, intervals: list[dict]) -> None:
+    # matplotlib is the optional [plot] extra, and heavy: imported only when a plot is drawn,
+    # pyplot only once the file-only Agg backend is chosen.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -16,11 +16,16 @@ import signal
 import time
 from collections.abc import Callable
 
+import aiohttp
+
 from reginamq.bench import load
+from reginamq.bench.child import stop_processes
 from reginamq.bench.config import BenchConfig
 from reginamq.bench.display import Display
+from reginamq.bench.report import line
 from reginamq.bench.stats import Interval
 from reginamq.bench.system import SystemSampler
+from reginamq.bench.verify import Verifier, all_queues
 
 START_DELAY_S = 2.0  # time for spawned processes to import and connect before the first instant
 READ_GRACE_S = 0.25  # children send on the tick; the parent reads this much later
@@ -41,11 +46,7 @@ class Target:
 
 async def configure_queue(cfg: BenchConfig, url: str) -> None:
     """Create the queues (and set only the options asked for) before any load, a few at a time so
-    a thousand queues are ready in seconds without a thousand requests at once."""
-    import aiohttp
-
-    from reginamq.bench.verify import all_queues
-
+    a thousand queues do not mean a thousand requests at once."""
     names = all_queues(cfg)
     pending = iter(names)  # shared by the workers: each name is taken once
     options = cfg.queue_options()
@@ -144,7 +145,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
                 signal.signal(signum, handler)
         abort.set()
         stop.set()
-        load.stop_processes(processes, timeout=10)
+        stop_processes(processes, timeout=10)
         await sampler.close()
 
 
@@ -155,11 +156,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
     rows: list[dict] = []
     totals, current = Interval(), Interval()
     producers_left, consumers_left = cfg.producer_procs, cfg.consumer_procs
-    verifier = None
-    if cfg.verify:
-        from reginamq.bench.verify import Verifier
-
-        verifier = Verifier(cfg)
+    verifier = Verifier(cfg) if cfg.verify else None
     settled_checked = 0.0
     phase = "load"
     drain_deadline = None
@@ -193,7 +190,7 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
         row_phase = "load" if now_ns <= load_end_ns + report_ns // 10 else "drain"
         row = interval_row((now_ns - start_ns) / 1e9, row_phase, current, totals, seconds, await sampler.sample())
         rows.append(row)
-        display.print(_line(row))
+        display.print(line(row))
         current = Interval()
         last_tick_ns = now_ns
 
@@ -242,8 +239,3 @@ async def _collect(cfg, start_ns, reports, abort, stop, sampler, display, interr
                 final["duration_s"] = min(cfg.duration, (interrupted_at - start_ns) / 1e9)
             return rows, final
 
-
-def _line(row: dict) -> str:
-    from reginamq.bench.report import line
-
-    return line(row)

@@ -8,6 +8,7 @@ fatal: they are measurements).
 from __future__ import annotations
 
 import contextlib
+import resource
 import shutil
 import tempfile
 from functools import partial
@@ -19,15 +20,15 @@ from reginamq.bench.ceiling import ceiling_lines, run_ceiling
 from reginamq.bench.config import BenchConfig
 from reginamq.bench.display import Display
 from reginamq.bench.runner import Target, run
+from reginamq.bench.verify import Verifier, result_lines
+from reginamq.store.embedded import EmbeddedPostgres
 
 
 def _raise_open_files_limit() -> None:
     """Every consumer's long poll holds a socket, on our side and on the own broker's: a
     thousand of them would run past the usual soft limit of 1,024 descriptors. The limit is
     inherited by the processes started after this (the own broker, producers, consumers)."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
-
+    with contextlib.suppress(ValueError, OSError):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         wanted = 65_536 if hard == resource.RLIM_INFINITY else hard
         if soft != resource.RLIM_INFINITY and soft < wanted:
@@ -81,8 +82,6 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
             for text in report.summary_lines(final):
                 display.print(text)
             if "verify" in final:
-                from reginamq.bench.verify import result_lines
-
                 for text in result_lines(final["verify"])[:-1]:
                     display.print(text)
         extra = {}
@@ -102,8 +101,6 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
             report.write_plot(plot_path, cfg, rows)
             print(f"wrote {plot_path}")
         if "verify" in final:
-            from reginamq.bench.verify import Verifier, result_lines
-
             print(result_lines(final["verify"])[-1], flush=True)  # the counters, as the very last line
             return 1 if Verifier.failed(final["verify"]) else 0
         return 0
@@ -116,8 +113,6 @@ async def run_ceiling_session(cfg: BenchConfig, *, database_url: str | None, dat
                               broker_rate: float | None, live: bool | None = None) -> int:
     server = folder = None
     if database_url is None:
-        from reginamq.store.embedded import EmbeddedPostgres
-
         folder = None if data_dir is not None else Path(tempfile.mkdtemp(prefix="reginamq-ceiling-"))
         pgdata = (data_dir or folder / "pgdata").expanduser().resolve()
         server = EmbeddedPostgres(pgdata)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import asyncpg
 import psutil
 
 POSTGRES_NAMES = ("postgres", "postmaster")
@@ -234,8 +235,6 @@ class SystemSampler:
             return None
         try:
             if self._conn is None or self._conn.is_closed():
-                import asyncpg
-
                 self._conn = await asyncpg.connect(self.database_url, timeout=5)
             size = await self._conn.fetchval("SELECT pg_database_size(current_database())", timeout=5)
             return size / 1e6

@@ -36,8 +36,11 @@ import bisect
 import time
 from collections import defaultdict
 
+import aiohttp
+import orjson
+
+from reginamq.bench.child import tally, timed_pop
 from reginamq.bench.config import BenchConfig, partition_name, queue_names
-from reginamq.bench.load import tally, timed_pop
 
 # The ack outcome of one delivery. RETRIED: acked, but only after a retry (the first attempt got
 # a 5xx or no answer), so the lease may have expired and the span been redelivered meanwhile.
@@ -139,8 +142,6 @@ async def verified_push(session, push_url: str, body: bytes, n: int, retrier: Re
     """One push with retries; which of its ``n`` messages were accepted (queued, buffered, or a
     duplicate of an earlier attempt). A counts answer (the binary body) covers all of them:
     a push is taken or refused whole."""
-    import orjson
-
     async def send():
         async with session.post(push_url, data=body, headers=headers) as response:
             return response.status, await response.read()
@@ -201,8 +202,6 @@ async def ack_messages(session, url: str, group: str | None, messages: list[dict
     """Ack a batch ``completed``; the outcome of each message. An ack whose outcome was unknown
     (no answer, 5xx) and whose retry is then refused for its lease is asked once more without
     the lease: below the cursor that is a no-op success (the first attempt was applied)."""
-    import orjson
-
     def body(with_lease: bool) -> bytes:
         return orjson.dumps({"consumerGroup": group, "acknowledgments": [
             {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
@@ -230,8 +229,6 @@ async def ack_messages(session, url: str, group: str | None, messages: list[dict
 async def stage_transaction(session, url: str, stage: int, target_queue: str, messages: list[dict],
                             retrier: Retrier, stats: dict) -> list[int]:
     """Stage ``stage``: ack the popped messages and push their copies in one transaction."""
-    import orjson
-
     lease = messages[0]["leaseId"]
     items = [{"queue": target_queue, "partition": m["partition"], "transactionId": f"{m['transactionId']}.s{stage}",
               "payload": {**m["data"], "st": stage}} for m in messages]
@@ -272,8 +269,6 @@ async def consume(cfg: BenchConfig, url: str, proc: int, reporter, stop, sink: R
 
 
 async def _restarting(cfg, url, name, stage, group, reporter, stop, sink) -> None:
-    import aiohttp
-
     incarnation = 0
     while not stop.is_set():
         connector = aiohttp.TCPConnector(limit=0)
@@ -289,8 +284,6 @@ async def _restarting(cfg, url, name, stage, group, reporter, stop, sink) -> Non
 
 async def _consumer(cfg, session, url, consumer, stage, group, reporter, stop, sink: RecordSink) -> bool:
     """Pop, ack (or run the stage's transaction), record. True when it crashed on purpose."""
-    import orjson
-
     source = stage_queue(cfg, stage - 1) if stage else stage_queue(cfg, cfg.pipeline_stages)
     params = {"batch": str(cfg.pop_batch), "wait": "true", "timeout": str(cfg.pop_timeout_ms),
               "partitions": "1", "subscriptionMode": "all"}
