@@ -20,6 +20,10 @@ from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import SpoolUnusable
 from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from
+from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
+from reginamq.server import serve as serve_http
+from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from reginamq.store.schema import DatabaseUnusable, apply_schema
 
 log = logging.getLogger("reginamq")
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -115,8 +119,6 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
     if pg_settings and settings.database_url:
         raise Refusal("--pg-setting tunes the embedded PostgreSQL; set your own server's settings there", USAGE)
     embedded_settings = dict(_setting(text) for text in pg_settings)
-    from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
-
     try:
         verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
         Sealer.from_settings(settings)  # and if an encryption key is malformed
@@ -126,9 +128,6 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         raise Refusal(str(error), USAGE) from None
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
-    from reginamq.store.schema import DatabaseUnusable, apply_schema
-
     try:
         claim = PortClaim(settings.host, settings.port)  # before the database starts: a taken port stops here
     except PortUnavailable as error:
@@ -142,8 +141,6 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         asyncio.run(apply_schema(database_url))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
         prepare_spool(settings.resolved_spool_dir())
-        from reginamq.server import serve as serve_http
-
         scheme = "http" if settings.tls_cert is None else "https"
         serve_http(settings, claim, on_listening=lambda: click.echo(
             f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "

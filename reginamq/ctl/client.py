@@ -11,6 +11,7 @@ Exit codes (the same for every ``reginamq`` operator command):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -18,6 +19,8 @@ from urllib.parse import quote
 
 import click
 import httpx
+
+from reginamq.ctl.output import Output
 
 OK, USER_ERROR, SERVER_ERROR, AUTH_ERROR, NOTHING_TO_DO = 0, 1, 2, 3, 4
 DEFAULT_URL = "http://127.0.0.1:6632"
@@ -155,8 +158,6 @@ class Ctl:
     """What a command needs: the broker client and the output mode."""
 
     def __init__(self, url: str, json_output: bool, token: str | None, request_timeout: float):
-        from reginamq.ctl.output import Output
-
         self.url = url
         self.out = Output(json_output)
         self._token, self._timeout = token, request_timeout
@@ -179,8 +180,6 @@ class Ctl:
 
 def connection_options(function):
     """Add --url/--json/--token/--request-timeout; the command receives a :class:`Ctl` first."""
-    import functools
-
     @click.option("--url", envvar="REGINAMQ_URL", default=DEFAULT_URL, show_default=True, metavar="URL",
                   help="The broker (also REGINAMQ_URL).")
     @click.option("--json", "json_output", is_flag=True, help="Machine output: JSON instead of tables.")

@@ -27,6 +27,7 @@ from reginamq.http.routes import ROUTER
 from reginamq.http.stats import observe_request
 from reginamq.runtime import Broker
 from reginamq.security.tokens import verifier_from
+from reginamq.server import DRAIN_SIGNAL
 
 log = logging.getLogger("reginamq.http")
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -223,8 +224,6 @@ def settle_garbage_collector() -> None:
 
 def _on_drain_signal(callback, loop) -> None:
     """The server's parent asks a stopping worker to answer its long polls now (see server.py)."""
-    from reginamq.server import DRAIN_SIGNAL
-
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(DRAIN_SIGNAL, callback)
 
