@@ -1,3 +1,5 @@
+"""``python -m reginamq``: the same command as ``reginamq``."""
+
 from reginamq.cli import main
 
 main()

@@ -1,4 +1,13 @@
-"""The ``reginamq`` command."""
+"""The ``reginamq`` command: ``serve`` (the broker), ``bench``, and the operator commands.
+
+``serve`` refuses what cannot work before anything starts, with one line on stderr and no
+traceback (:class:`Refusal`): exit code 2 when the settings are wrong (flags, environment,
+auth keys, encryption keys, TLS files), 1 when the machine refuses (the port, the data folder,
+the database, the spool folder). The order is chosen so that a refusal leaves nothing behind:
+settings first, then the port is claimed (before the database starts, so a taken port costs
+no PostgreSQL start), then the embedded PostgreSQL and the schema, then the workers. The
+embedded PostgreSQL this command started is stopped on the way out, however the broker ends.
+"""
 
 from __future__ import annotations
 

@@ -49,8 +49,8 @@ DRAIN_SIGNAL = signal.SIGUSR1
 # A parked long poll holds one of its worker's request slots for its whole wait (it holds no
 # database connection), so thousands of consumers mean thousands of concurrent requests.
 # Granian's defaults (a 1,024-connection listen backlog and 1,024 / workers concurrent requests
-# a worker) served such a crowd in turns, and connections past the backlog stalled in the
-# kernel for up to half a minute. The kernel clamps the backlog to net.core.somaxconn.
+# a worker) would serve such a crowd in turns, and a connection past the backlog waits in the
+# kernel until its client retries. The kernel clamps the backlog to net.core.somaxconn.
 LISTEN_BACKLOG = 4096
 REQUESTS_PER_WORKER = 10_000
 

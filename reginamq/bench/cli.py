@@ -1,4 +1,11 @@
-"""The ``reginamq bench`` command group: the open-loop run (default) and ``ceiling``."""
+"""The ``reginamq bench`` command group: the open-loop run (default) and ``ceiling``.
+
+Both take the same shape options, so a ceiling measures the same load as the run it is set
+beside. Flags that cannot be measured together are a usage error before anything starts
+(:class:`~reginamq.bench.config.BenchConfig` checks them). SIGTERM stops a run as Ctrl-C does,
+so an own broker and its PostgreSQL are stopped whichever way the run ends. Every
+``reginamq`` command loads this module, so the run's machinery is loaded only when a bench runs.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""The options of one bench run, in one picklable object that every process receives."""
+"""The options of one bench run, in one picklable object that every process receives.
+
+Besides the flags it decides what the flags leave open: the consumers per group, and how many
+producer and consumer processes carry the load. Each process is given well under what it can
+do, so the generator is never what limits a run: a saturated producer falls behind its
+schedule and a saturated consumer drains late, and both would be read as the broker's
+latency. Options that cannot be measured together are refused here, before anything starts.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +16,13 @@ import uuid
 
 from reginamq.engine.queues import derived_namespace_task
 
-# One producer process offered 100,000 msg/s at push batch 100 on about half a core against a
-# null HTTP sink (2-core machine, 2026-12: docs/benchmarks.md); give each process half that so
-# it stays far from saturation and the pacer stays on schedule.
+# Messages a second one producer process is given: about half of what one process can offer at
+# the default batch, so it stays far from saturation and the pacer stays on schedule.
 PRODUCER_PROC_CAPACITY = 50_000
-# Small batches cost the producer per request, not per message: one process offering 3,000
-# pushes of 1 message a second (or 2,000 of 10) used 0.8 cores (2026-12-01, docs/benchmarks.md),
-# so a process is given at most 1,500 requests a second.
+# Small batches cost the producer per request, not per message, so a process is also given at
+# most this many push requests a second, which keeps it as far from saturation at batch 1.
 PRODUCER_PROC_REQUESTS = 1_500
-# A consumer process parses, records and acks a 1,000-message pop in a few milliseconds.
+# Messages a second one consumer process is given to parse, record and ack.
 CONSUMER_PROC_CAPACITY = 50_000
 # Long polls one consumer process holds open: each consumer's pop times out every second, so a
 # process of 250 answers at least 250 pops a second even with nothing to deliver.
@@ -160,7 +165,7 @@ def partition_name(index: int) -> str:
 
 
 def queue_name(cfg: BenchConfig, index: int) -> str:
-    """One queue keeps the plain name, so a run without --queues is the same as before it."""
+    """One queue keeps the plain name (``--queue``); under --queues each gets a numbered suffix."""
     if cfg.queues == 1:
         return cfg.queue
     return f"{cfg.queue}.q{index:0{max(4, len(str(cfg.queues - 1)))}d}"

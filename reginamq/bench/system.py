@@ -92,9 +92,9 @@ def listening_broker(url: str) -> int | None:
 
 def process_clock() -> float:
     """Now, on the clock of psutil's process start times: the boot time plus the time since
-    boot. The wall clock drifts from it (by 0.95 s on the machine of docs/benchmarks.md), so a
-    process started just after a sample looked older than the sample, and the backends a load
-    opens in its first second went uncounted for the whole first interval."""
+    boot. The wall clock drifts from it, so on the wall clock a process started just after a
+    sample could look older than the sample, and the backends a load opens in its first second
+    would go uncounted for the whole first interval."""
     return psutil.boot_time() + time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
@@ -114,7 +114,7 @@ class CpuMeter:
     A process that ends between two samples counts too: its parent, once it reaps it, holds its
     CPU in its children's times (the postmaster reaps its autovacuum workers and backends), so
     every watched process's children's times are counted, less what an ended process had been
-    counted for already. Watching only the live processes lost the work of PostgreSQL's
+    counted for already. Watching only the live processes would lose the work of PostgreSQL's
     autovacuum workers, which start, vacuum a table and end within an interval.
     """
 

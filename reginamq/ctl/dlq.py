@@ -1,4 +1,10 @@
-"""``reginamq dlq list|replay|purge``: the dead-letter queue."""
+"""``reginamq dlq list|replay|purge``: the dead-letter queue.
+
+Everything goes through the broker's API. ``replay --all`` takes the first page again and
+again (a replayed entry leaves the dead-letter queue, so the first page is always the next)
+and stops when a page no longer shrinks, so it cannot loop; a failure part way says how many
+were replayed before it. replay and purge exit 4 when nothing was replayed or purged.
+"""
 
 from __future__ import annotations
 

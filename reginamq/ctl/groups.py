@@ -1,4 +1,9 @@
-"""``reginamq group list|lag|seek|delete``: consumer groups, their lag, and moving their cursors."""
+"""``reginamq group list|lag|seek|delete``: consumer groups, their lag, and moving their cursors.
+
+Queue mode is shown as the group ``__QUEUE_MODE__``, the name the broker answers with. seek
+and delete change cursors on the broker and exit 4 when there was nothing to move or delete;
+delete asks first unless given ``--yes``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ import click
 
 from reginamq.ctl.client import CtlError, CtlGroup, connection_options, nothing_to_do, segment
 
-QUEUE_MODE = "__QUEUE_MODE__"
 SUMMARY_COLUMNS = ["group", "queue", "state", "members", "partitions", "partitions with lag", "lag",
                    "max time lag (s)", "subscription"]
 

@@ -28,7 +28,6 @@ from reginamq.ctl.client import (
 )
 
 ENVELOPE_KEYS = frozenset({"payload", "partition", "transactionId", "traceId"})
-QUEUE_MODE = "__QUEUE_MODE__"
 MAX_BATCH = 10_000
 
 

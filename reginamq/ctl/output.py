@@ -1,4 +1,10 @@
-"""Output of the operator commands: rich tables for people, JSON for programs (``--json``)."""
+"""Output of the operator commands: rich tables for people, JSON for programs (``--json``).
+
+Data goes to stdout and notes to stderr, so a pipe receives only data. JSON is written as the
+broker answered it or the command assembled it (one document, or one line per item for
+streams, flushed at once); tables are not squeezed into 80 columns when stdout is not a
+terminal.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""``reginamq queue list|show|configure|delete``."""
+"""``reginamq queue list|show|configure|delete``.
+
+configure sends options as given (a ``--set`` value is read as JSON, else taken as text) and
+leaves checking them to the broker, which names the options it knows; merge is the default,
+``--replace`` returns the options not given to their defaults. delete asks first unless given
+``--yes`` and exits 4 when there was no such queue. Long lists say how many entries were left
+out.
+"""
 
 from __future__ import annotations
 

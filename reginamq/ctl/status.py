@@ -1,4 +1,8 @@
-"""``reginamq status``: is the broker up, and what is in it."""
+"""``reginamq status``: is the broker up, and what is in it.
+
+Exits 2 when the broker cannot be reached or answers that its database is down, so a script
+can use it as a health check; with ``--json`` the health answer is printed even then.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The application: lifespan, body limits, routing and the error contract, for RSGI and ASGI.
 
-Plain callables rather than a framework: the broker's hot path is HTTP and JSON, and on
-a 2-core machine every layer between the socket and the handler shows up in the numbers
-(see benchmarks/http_servers). The contract kept here: every failure the client caused is a
-4xx with ``{"error": ...}``; a database outage is a 503; unknown paths are 404 no_such_route.
+Plain callables rather than a framework: the broker's hot path is HTTP and JSON, and every
+layer between the socket and the handler is paid on every request (benchmarks/http_servers
+compares the servers). The contract kept here: every failure the client caused is a 4xx with
+``{"error": ...}``; a database outage is a 503; unknown paths are 404 no_such_route.
 With ``--auth jwt``, each route's declared role is enforced (see guard.py) before its handler
 runs; with auth off that costs one attribute check per request.
 """
@@ -209,12 +209,11 @@ def _header(scope, name: bytes) -> str | None:
 
 
 def settle_garbage_collector() -> None:
-    """Keep the cyclic garbage collector off the hot path: it took an eighth of a worker's CPU
-    at 25,000 msg/s (perf: gc_collect_main and its visits), walking the long-lived objects
-    start-up made (some 40,000: modules, pools, statements) in every older generation's
-    collection, and running a young collection every 700 allocations while a request of a
-    thousand messages was being parsed. The start-up objects are frozen out of every
-    collection; young collections run every 50,000 allocations. Nearly all of the broker's
+    """Keep the cyclic garbage collector off the hot path. Left as it is, every older
+    generation's collection walks the long-lived objects start-up made (modules, pools,
+    prepared statements), and Python's default threshold runs a young collection many times
+    while one large request is parsed. So the start-up objects are frozen out of every
+    collection, and young collections run every 50,000 allocations. Nearly all of the broker's
     garbage is freed by reference counting; what forms cycles (exceptions and their
     tracebacks, finished tasks) is still collected, only later."""
     gc.collect()

@@ -1,4 +1,10 @@
-"""The few answer shapes every handler returns: (status, body bytes or None)."""
+"""The few answer shapes every handler returns: (status, body bytes or None).
+
+Handlers return plain tuples, which the app (reginamq/http/app.py) writes out as they are:
+JSON unless a content type is given. Errors are always ``{"error": message, ...}``. JSON is
+written by orjson; a value orjson cannot write (an integer past 64 bits, which a stored key
+or value may hold) is written by msgspec, exactly.
+"""
 
 from __future__ import annotations
 

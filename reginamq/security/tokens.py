@@ -8,8 +8,8 @@ key EdDSA), so a token can never choose how it is checked (no "alg: none", no HM
 with a public key).
 
 A verified token is remembered until it expires, so a client that sends the same token on
-every request pays for the signature check once, not per request (RSA verification costs
-tens of microseconds, about what a whole push costs the broker).
+every request pays for the signature check once, not per request: a signature check (an RSA
+one above all) is costly next to the request it admits.
 
 Messages of :class:`TokenRejected` and :class:`AuthConfigError` are fixed texts that may be
 shown to anyone: they never quote the token, the secret or a key.

@@ -47,10 +47,10 @@ def machine_memory() -> int:
 
 def shared_buffers_mb(memory: int) -> int:
     """A quarter of the memory, between 128 MB and 2 GB. The partition and cursor rows are
-    read at random (a million partitions: ~470 MB with their indexes); once they outgrow the
-    buffer pool, every push and pop evicts and writes back pages itself. At 100,000
-    partitions, a pool scaled down to their share (32 MB) raised the p99 by half against one
-    that held them (docs/benchmarks.md, "The buffer pool")."""
+    read at random, and there are many of them; once they outgrow the buffer pool, every push
+    and pop evicts and writes back pages itself, which shows in the tail latency. So the pool
+    is sized by the machine (PostgreSQL's own default is far smaller), leaving the rest to the
+    broker and the file cache."""
     return max(128, min(memory // 4 >> 20, 2048))
 
 
