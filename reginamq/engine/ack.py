@@ -5,19 +5,11 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.common.errors import BadRequest
-from reginamq.engine.names import (
-    check_name,
-    check_partition_id,
-    check_uuid,
-    group_or_queue_mode,
-    join_names,
-    join_uuids,
-    split_names,
-    split_uuids,
-)
+from reginamq.engine.names import check_name, check_partition_id, check_uuid, group_or_queue_mode
 from reginamq.engine.waiters import announce
+from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
 
-# every column but the errors comes joined (names.join_names, names.join_uuids)
+# every column but the errors comes joined (store/columns.py)
 ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, released FROM rq_ack("
            f"{split_names('$1')}, {split_uuids('$2')}, {split_names('$3')}, {split_uuids('$4')}, "
            f"{split_names('$5')}, $6)")

@@ -9,35 +9,9 @@ from reginamq.common.errors import BadRequest
 
 MAX_NAME_LENGTH = 255
 QUEUE_MODE = "__QUEUE_MODE__"
+# A checked name never holds a control character: the store sends a column of names as one
+# string joined by one (store/columns.py).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# A checked name never holds a control character, so a column of names travels to PostgreSQL
-# as one string joined by this one (join_names) and split there (split_names): asyncpg
-# encodes a text[] at about 0.25 us an element (an ack of 1,000 carries three such columns),
-# one joined string at a twentieth of that, and PostgreSQL splits it no slower than it reads
-# the array.
-_NAME_SEPARATOR = "\x1f"
-
-
-def join_names(names: list[str]) -> str:
-    """A column of checked names as the one string :func:`split_names` reads back."""
-    return _NAME_SEPARATOR.join(names)
-
-
-def split_names(placeholder: str) -> str:
-    """The SQL that turns the parameter ``placeholder`` (a :func:`join_names` string) into a text[]."""
-    return f"string_to_array({placeholder}, E'\\x{ord(_NAME_SEPARATOR):02x}')"
-
-
-def join_uuids(ids: list[str | None]) -> str:
-    """A column of checked UUIDs (:func:`check_uuid`) or None as the one string
-    :func:`split_uuids` reads back: a UUID array costs asyncpg about as much an element as a
-    text[] (0.4 us), this string a fraction of it."""
-    return _NAME_SEPARATOR.join(["" if value is None else value for value in ids])
-
-
-def split_uuids(placeholder: str) -> str:
-    """The SQL that turns the parameter ``placeholder`` (a :func:`join_uuids` string) into a uuid[]."""
-    return f"string_to_array({placeholder}, E'\\x{ord(_NAME_SEPARATOR):02x}', '')::uuid[]"
 
 
 def check_name(kind: str, value: object) -> str:

@@ -14,15 +14,16 @@ import uuid_utils
 
 from reginamq.common.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine import options as queue_options
-from reginamq.engine.names import check_name, check_queue_name, join_names, join_uuids, split_names, split_uuids
+from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import announce
+from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
 # each item's pair comes as a comma-joined string, the transactionIds and message ids joined
-# (names.join_names, names.join_uuids)
+# (store/columns.py)
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
             f"{split_names('$4')}, {split_uuids('$5')}, $6, $7::jsonb, $8)")
 QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
