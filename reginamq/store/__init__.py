@@ -13,6 +13,17 @@ A store has one attribute per table family; each method is one call and states w
 guarantees. Every method is atomic on its own. :meth:`Store.atomically` runs several calls in
 one transaction: all of them commit or none.
 
+The families:
+
+- ``dead_letters``: the dead-letter queue's pages, replay and purge (:mod:`.dead_letters`);
+- ``queues``: the queue row a configure reads and writes, deletion, the change notice (:mod:`.queues`);
+- ``resources``: what is in the queues, paged: overview, queues, partitions, depth (:mod:`.resources`);
+- ``consumer_groups``: where each group stands, seek, delete, subscription (:mod:`.consumer_groups`);
+- ``browse``: single messages for operators: page, read, delete, retry (:mod:`.browse`);
+- ``statistics``: the refresh and the counters and gauges it leaves (:mod:`.statistics`);
+- ``process_metrics``: each process's row a minute and Queen's process analytics (:mod:`.process_metrics`);
+- ``housekeeping``: the stats loop's bounded purge steps and new tables' ANALYZE (:mod:`.housekeeping`).
+
 A second backend is another implementation of these families behind the same names.
 """
 
@@ -21,8 +32,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from reginamq.store.browse import Browse
+from reginamq.store.consumer_groups import ConsumerGroups
 from reginamq.store.database import Database, Executor, Session
 from reginamq.store.dead_letters import DeadLetters
+from reginamq.store.housekeeping import Housekeeping
+from reginamq.store.process_metrics import ProcessMetrics
+from reginamq.store.queues import Queues
+from reginamq.store.resources import Resources
+from reginamq.store.statistics import Statistics
 
 T = TypeVar("T")
 
@@ -33,6 +51,13 @@ class Store:
     def __init__(self, executor: Executor):
         self._executor = executor
         self.dead_letters = DeadLetters(executor)
+        self.queues = Queues(executor)
+        self.resources = Resources(executor)
+        self.consumer_groups = ConsumerGroups(executor)
+        self.browse = Browse(executor)
+        self.statistics = Statistics(executor)
+        self.process_metrics = ProcessMetrics(executor)
+        self.housekeeping = Housekeeping(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when
