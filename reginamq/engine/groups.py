@@ -20,19 +20,10 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from reginamq.engine.resources import Page, not_found, stamp
+from reginamq.engine.views import Page, not_found, stamp
+from reginamq.store import Store
 
 LAGGING_SECONDS = 300  # a group whose oldest unconsumed message is older than this is Lagging
-
-SUMMARIES_SQL = """
-SELECT s.*, floor(extract(epoch FROM now() - s.oldest_pending_at))::bigint AS max_time_lag
-FROM rq_grp_summaries($1, $2) s
-"""
-PARTITIONS_SQL = """
-SELECT x.*, floor(extract(epoch FROM now() - x.oldest_pending_at))::bigint AS time_lag,
-       x.span_end IS NOT NULL AND x.lease_expires_at > now() AS lease_active
-FROM rq_grp_partition_pages($1, $2, $3, $4) x
-"""
 
 
 def _state(row) -> str:
@@ -63,13 +54,13 @@ def _summary(row) -> dict:
     }
 
 
-async def summaries(conn, group: str | None, queue: str | None) -> list[dict]:
+async def summaries(store: Store, group: str | None, queue: str | None) -> list[dict]:
     """One entry per (group, queue); queue mode only when asked for by name."""
-    return [_summary(r) for r in await conn.fetch(SUMMARIES_SQL, group, queue)]
+    return [_summary(r) for r in await store.consumer_groups.summaries(group, queue)]
 
 
-async def lagging(conn, min_lag_seconds: int) -> list[dict]:
-    return [s for s in await summaries(conn, None, None)
+async def lagging(store: Store, min_lag_seconds: int) -> list[dict]:
+    return [s for s in await summaries(store, None, None)
             if s["totalLag"] > 0 and s["maxTimeLag"] >= min_lag_seconds]
 
 
@@ -117,19 +108,19 @@ def _queue(row, partitions: list[dict], page: Page) -> dict:
     }
 
 
-async def detail(conn, group: str, queue: str | None, page: Page) -> dict:
+async def detail(store: Store, group: str, queue: str | None, page: Page) -> dict:
     """{queue name: the group on that queue}, queues by name, each with a page of its partitions."""
-    queues = await conn.fetch(SUMMARIES_SQL, group, queue)
+    queues = await store.consumer_groups.summaries(group, queue)
     if not queues:
         return {}
     partitions: dict[str, list[dict]] = defaultdict(list)
-    for row in await conn.fetch(PARTITIONS_SQL, group, queue, page.limit, page.offset):
+    for row in await store.consumer_groups.partition_pages(group, queue, page.limit, page.offset):
         partitions[row["queue_name"]].append(_partition(row))
     return {row["queue_name"]: _queue(row, partitions[row["queue_name"]], page) for row in queues}
 
 
-async def delete(conn, group: str, queue: str | None, delete_metadata: bool) -> dict:
-    row = await conn.fetchrow("SELECT * FROM rq_grp_delete($1, $2, $3)", group, queue, delete_metadata)
+async def delete(store: Store, group: str, queue: str | None, delete_metadata: bool) -> dict:
+    row = await store.consumer_groups.delete(group, queue, delete_metadata)
     cursors, subscriptions = row["cursors"], row["subscriptions"]
     answer = {"deleted": bool(cursors or subscriptions), "consumerGroup": group}
     if queue is not None:
@@ -139,8 +130,8 @@ async def delete(conn, group: str, queue: str | None, delete_metadata: bool) -> 
     return answer
 
 
-async def seek(conn, group: str, queue: str, to_end: bool, at: datetime | None) -> dict:
-    row = await conn.fetchrow("SELECT * FROM rq_grp_seek($1, $2, $3, $4)", group, queue, to_end, at)
+async def seek(store: Store, group: str, queue: str, to_end: bool, at: datetime | None) -> dict:
+    row = await store.consumer_groups.seek(group, queue, to_end, at)
     if row["updated"] is None:
         raise not_found(f"queue {queue!r} does not exist")
     if row["updated"] < 0:
@@ -156,8 +147,8 @@ async def seek(conn, group: str, queue: str, to_end: bool, at: datetime | None) 
     }
 
 
-async def subscribe(conn, group: str, queue: str | None, mode: str, start: datetime | None) -> dict:
-    rows = await conn.fetch("SELECT * FROM rq_grp_subscribe($1, $2, $3, $4)", group, queue, mode, start)
+async def subscribe(store: Store, group: str, queue: str | None, mode: str, start: datetime | None) -> dict:
+    rows = await store.consumer_groups.subscribe(group, queue, mode, start)
     if not rows:
         if queue is not None:
             raise not_found(f"queue {queue!r} does not exist")

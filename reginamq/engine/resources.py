@@ -10,33 +10,16 @@ partition has not committed, or the partition's whole stored log when no one has
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime
-
 import orjson
 
-from reginamq.common.errors import BadRequest
+from reginamq.engine import groups
 from reginamq.engine.names import QUEUE_MODE
+from reginamq.engine.views import Page, not_found, stamp
+from reginamq.store import Store
 
 
-def stamp(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def not_found(message: str) -> BadRequest:
-    return BadRequest(message, status=404)
-
-
-@dataclasses.dataclass(frozen=True)
-class Page:
-    limit: int
-    offset: int
-
-
-async def overview(conn) -> dict:
-    row = await conn.fetchrow("SELECT *, now() AS at FROM rq_res_overview()")
+async def overview(store: Store) -> dict:
+    row = await store.resources.overview()
     return {
         "queues": row["queues"],
         "partitions": row["partitions"],
@@ -71,10 +54,10 @@ def _queue_entry(row) -> dict:
     }
 
 
-async def list_queues(conn, namespace: str | None, task: str | None, search: str | None, page: Page) -> dict:
-    rows = await conn.fetch("SELECT * FROM rq_res_queue_page(NULL, $1, $2, $3, $4, $5)",
-                            namespace, task, search, page.limit, page.offset)
-    total = await conn.fetchval("SELECT rq_res_queue_count($1, $2, $3)", namespace, task, search)
+async def list_queues(store: Store, namespace: str | None, task: str | None, search: str | None,
+                      page: Page) -> dict:
+    rows = await store.resources.queue_page(namespace, task, search, page.limit, page.offset)
+    total = await store.resources.queue_count(namespace, task, search)
     return {"queues": [_queue_entry(r) for r in rows], "total": total, "limit": page.limit,
             "offset": page.offset}
 
@@ -95,48 +78,41 @@ def _partition_entry(row) -> dict:
     }
 
 
-async def list_partitions(conn, queue: str | None, search: str | None, page: Page) -> dict:
-    if queue is not None and not await conn.fetchval("SELECT 1 FROM rq_queues WHERE name = $1", queue):
+async def list_partitions(store: Store, queue: str | None, search: str | None, page: Page) -> dict:
+    if queue is not None and not await store.resources.queue_exists(queue):
         raise not_found(f"queue {queue!r} does not exist")
-    rows = await conn.fetch("SELECT * FROM rq_res_partition_page($1, $2, $3, $4)",
-                            queue, search, page.limit, page.offset)
-    total = await conn.fetchval("SELECT rq_res_partition_count($1, $2)", queue, search)
+    rows = await store.resources.partition_page(queue, search, page.limit, page.offset)
+    total = await store.resources.partition_count(queue, search)
     return {"partitions": [_partition_entry(r) for r in rows], "total": total, "limit": page.limit,
             "offset": page.offset}
 
 
-async def queue_detail(conn, queue: str, page: Page) -> dict:
-    from reginamq.engine import groups  # the per-group view of the queue
-
-    row = await conn.fetchrow("SELECT * FROM rq_res_queue_page($1, NULL, NULL, NULL, 1, 0)", queue)
+async def queue_detail(store: Store, queue: str, page: Page) -> dict:
+    """The queue's entry with a page of its partitions and the groups that read it."""
+    row = await store.resources.queue(queue)
     if row is None:
         raise not_found(f"queue {queue!r} does not exist")
     entry = _queue_entry(row)
     entry["partitionCount"] = entry.pop("partitions")
-    parts = await conn.fetch("SELECT * FROM rq_res_partition_page($1, NULL, $2, $3)",
-                             queue, page.limit, page.offset)
+    parts = await store.resources.partition_page(queue, None, page.limit, page.offset)
     entry["partitions"] = [_partition_entry(r) for r in parts]
     entry["limit"], entry["offset"] = page.limit, page.offset
-    entry["groups"] = await groups.summaries(conn, None, queue)
-    queue_mode = await groups.summaries(conn, QUEUE_MODE, queue)
+    entry["groups"] = await groups.summaries(store, None, queue)
+    queue_mode = await groups.summaries(store, QUEUE_MODE, queue)
     entry["queueMode"] = queue_mode[0] if queue_mode and queue_mode[0]["cursors"] else None
     return entry
 
 
-GROUP_CONFLATES_SQL = "SELECT conflation FROM rq_consumer_groups WHERE queue_id = $1 AND name = $2"
-
-
-async def depth(conn, queue: str, group: str | None, page: Page) -> dict:
-    queue_id = await conn.fetchval("SELECT id FROM rq_queues WHERE name = $1", queue)
+async def depth(store: Store, queue: str, group: str | None, page: Page) -> dict:
+    queue_id = await store.resources.queue_id(queue)
     if queue_id is None:
         raise not_found(f"queue {queue!r} does not exist")
-    if group is not None and not await conn.fetchval("SELECT rq_group_reads_queue($1, $2)", queue_id, group):
+    if group is not None and not await store.consumer_groups.reads_queue(queue_id, group):
         raise not_found(f"consumer group {group!r} does not read queue {queue!r}")
-    totals = await conn.fetchrow("SELECT * FROM rq_res_depth_totals($1, $2)", queue_id, group)
-    rows = await conn.fetch("SELECT * FROM rq_res_depth_page($1, $2, $3, $4)", queue_id, group,
-                            page.limit, page.offset)
+    totals = await store.resources.depth_totals(queue_id, group)
+    rows = await store.resources.depth_page(queue_id, group, page.limit, page.offset)
     # a conflating group gets one message a partition: its backlog is the partitions with any
-    conflating = group is not None and bool(await conn.fetchval(GROUP_CONFLATES_SQL, queue_id, group))
+    conflating = group is not None and await store.consumer_groups.conflates(queue_id, group)
     return {
         "queue": queue,
         "group": group,
@@ -151,9 +127,9 @@ async def depth(conn, queue: str, group: str | None, page: Page) -> dict:
     }
 
 
-async def groupings(conn, by_task: bool) -> dict:
+async def groupings(store: Store, by_task: bool) -> dict:
     key = "task" if by_task else "namespace"
-    rows = await conn.fetch("SELECT * FROM rq_res_groupings($1)", by_task)
+    rows = await store.resources.groupings(by_task)
     items = [{key: r["name"], "queues": r["queues"], "partitions": r["partitions"], "messages": r["messages"],
               "pending": r["pending"]} for r in rows]
     return {f"{key}s": items, "total": len(items)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from reginamq.engine import resources
 from reginamq.engine.names import check_name, check_queue_name
+from reginamq.engine.views import Page
 from reginamq.http import responses
 from reginamq.http.request import Request
 from reginamq.runtime import Broker
@@ -27,8 +28,8 @@ MAX_PAGE = 1_000
 MAX_OFFSET = 2**31 - 1
 
 
-def page(request: Request, default: int = 100) -> resources.Page:
-    return resources.Page(limit=request.query_int("limit", default, 1, MAX_PAGE),
+def page(request: Request, default: int = 100) -> Page:
+    return Page(limit=request.query_int("limit", default, 1, MAX_PAGE),
                           offset=request.query_int("offset", 0, 0, MAX_OFFSET))
 
 
@@ -38,19 +39,18 @@ def optional_name(request: Request, name: str) -> str | None:
 
 
 async def overview(broker: Broker, request: Request) -> responses.Response:
-    return responses.json(200, await broker.run(resources.overview))
+    return responses.json(200, await resources.overview(broker.store))
 
 
 async def list_queues(broker: Broker, request: Request) -> responses.Response:
     namespace, task = optional_name(request, "namespace"), optional_name(request, "task")
     search, paging = optional_name(request, "search"), page(request)
-    return responses.json(200, await broker.run(
-        lambda conn: resources.list_queues(conn, namespace, task, search, paging)))
+    return responses.json(200, await resources.list_queues(broker.store, namespace, task, search, paging))
 
 
 async def queue_detail(broker: Broker, request: Request) -> responses.Response:
     queue, paging = check_queue_name(request.path_params["queue"]), page(request)
-    return responses.json(200, await broker.run(lambda conn: resources.queue_detail(conn, queue, paging)))
+    return responses.json(200, await resources.queue_detail(broker.store, queue, paging))
 
 
 async def queue_depth(broker: Broker, request: Request) -> responses.Response:
@@ -58,22 +58,22 @@ async def queue_depth(broker: Broker, request: Request) -> responses.Response:
     group = request.query("group") or request.query("consumerGroup")
     group = check_name("group", group) if group else None
     paging = page(request, default=MAX_PAGE)
-    return responses.json(200, await broker.run(lambda conn: resources.depth(conn, queue, group, paging)))
+    return responses.json(200, await resources.depth(broker.store, queue, group, paging))
 
 
 async def namespaces(broker: Broker, request: Request) -> responses.Response:
-    return responses.json(200, await broker.run(lambda conn: resources.groupings(conn, by_task=False)))
+    return responses.json(200, await resources.groupings(broker.store, by_task=False))
 
 
 async def tasks(broker: Broker, request: Request) -> responses.Response:
-    return responses.json(200, await broker.run(lambda conn: resources.groupings(conn, by_task=True)))
+    return responses.json(200, await resources.groupings(broker.store, by_task=True))
 
 
 async def partitions(broker: Broker, request: Request) -> responses.Response:
     queue = request.query("queue")
     queue = check_queue_name(queue) if queue else None
     search, paging = optional_name(request, "search"), page(request)
-    return responses.json(200, await broker.run(lambda conn: resources.list_partitions(conn, queue, search, paging)))
+    return responses.json(200, await resources.list_partitions(broker.store, queue, search, paging))
 
 
 ROUTES: list = [
