@@ -22,6 +22,8 @@ from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPosit
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.process_metrics import Meter
+from reginamq.store import Store
+from reginamq.store.database import Database
 
 
 async def wait_listening(waiters: Waiters) -> None:
@@ -196,8 +198,13 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
 
         def configure_elsewhere() -> None:
             async def configure() -> None:
-                await run(lambda conn: queues.configure(
-                    conn, queues.ConfigureBody(queue=queue, options={"minPopWaitTime": 60_000})))
+                database = Database(database_url, 1)
+                await database.open()
+                try:
+                    await queues.configure(Store(database),
+                                           queues.ConfigureBody(queue=queue, options={"minPopWaitTime": 60_000}))
+                finally:
+                    await database.close()
             asyncio.run(configure())
 
         elsewhere = threading.Thread(target=configure_elsewhere)

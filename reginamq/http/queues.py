@@ -14,9 +14,9 @@ async def configure(broker: Broker, request: Request) -> responses.Response:
     if (body.options or {}).get("encryptionEnabled") is True and not broker.sealer.has_key:
         raise BadRequest("encryptionEnabled needs an encryption key on the broker (REGINAMQ_ENCRYPTION_KEY, "
                          "64 hex characters); this one has none, so it could not serve the queue")
-    return responses.json(200, await broker.run(lambda conn: queues.configure(conn, body)))
+    return responses.json(200, await queues.configure(broker.store, body))
 
 
 async def delete_queue(broker: Broker, request: Request) -> responses.Response:
     name = request.path_params["queue"]
-    return responses.json(200, await broker.run(lambda conn: queues.delete(conn, name)))
+    return responses.json(200, await queues.delete(broker.store, name))
