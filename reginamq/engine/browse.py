@@ -24,15 +24,9 @@ import orjson
 import uuid_utils
 
 from reginamq.engine.names import QUEUE_MODE
+from reginamq.store import Store
 
 STATUSES = ("pending", "leased", "completed", "dead")
-PAGE_SQL = ("SELECT partition_id::text, partition_name, transaction_id, created_at, status, payload, total "
-            "FROM rq_messages_page($1, $2, $3, $4, $5, $6, $7, $8)")
-GET_SQL = ("SELECT queue_name, partition_name, created_at, status, payload, dead_groups "
-           "FROM rq_message_get($1, $2, $3)")
-DELETE_SQL = "SELECT rq_message_delete($1, $2)"
-RETRY_SQL = ("SELECT message_offset, queue_name, partition_name, removed_dead_letters "
-             "FROM rq_message_retry($1, $2, $3)")
 
 
 def iso_millis(moment: datetime) -> bytes:
@@ -59,10 +53,10 @@ def _message(fragment: bytes, partition_id: str, partition: str, queue: bytes, c
             + (b"null" if group == QUEUE_MODE else orjson.dumps(group)) + b"}")
 
 
-async def page(conn, query: MessageQuery, reveal) -> bytes:
+async def page(store: Store, query: MessageQuery, reveal) -> bytes:
     """One page of messages; ``reveal`` opens sealed fragments (see sealing.py)."""
-    rows = await conn.fetch(PAGE_SQL, query.queue, query.partition, query.group, query.status, query.since,
-                            query.until, query.limit, query.offset)
+    rows = await store.browse.page(query.queue, query.partition, query.group, query.status, query.since,
+                                   query.until, query.limit, query.offset)
     queue = orjson.dumps(query.queue)
     messages = [_message(reveal(row[5]), row[0], row[1], queue, row[3], row[4], query.group) for row in rows]
     if rows:
@@ -70,15 +64,15 @@ async def page(conn, query: MessageQuery, reveal) -> bytes:
     elif query.offset == 0:
         total = 0
     else:  # a page past the end still reports the total of the filtered set
-        first = await conn.fetch(PAGE_SQL, query.queue, query.partition, query.group, query.status,
-                                 query.since, query.until, 1, 0)
+        first = await store.browse.page(query.queue, query.partition, query.group, query.status,
+                                        query.since, query.until, 1, 0)
         total = first[0][6] if first else 0
     tail = orjson.dumps({"total": total, "limit": query.limit, "offset": query.offset})
     return b'{"messages":[' + b",".join(messages) + b"]," + tail[1:]
 
 
-async def get(conn, partition_id: str, txid: str, group: str, reveal) -> bytes | None:
-    row = await conn.fetchrow(GET_SQL, partition_id, txid, group)
+async def get(store: Store, partition_id: str, txid: str, group: str, reveal) -> bytes | None:
+    row = await store.browse.get(partition_id, txid, group)
     if row is None:
         return None
     body = _message(reveal(row["payload"]), partition_id, row["partition_name"], orjson.dumps(row["queue_name"]),
@@ -87,13 +81,13 @@ async def get(conn, partition_id: str, txid: str, group: str, reveal) -> bytes |
     return body[:-1] + b',"deadLetteredFor":' + orjson.dumps(dead) + b"}"
 
 
-async def delete(conn, partition_id: str, txid: str) -> int:
-    return await conn.fetchval(DELETE_SQL, partition_id, txid)
+async def delete(store: Store, partition_id: str, txid: str) -> int:
+    return await store.browse.delete(partition_id, txid)
 
 
-async def retry(conn, partition_id: str, txid: str) -> dict | None:
+async def retry(store: Store, partition_id: str, txid: str) -> dict | None:
     new_id = str(uuid_utils.uuid7())
-    row = await conn.fetchrow(RETRY_SQL, partition_id, txid, new_id)
+    row = await store.browse.retry(partition_id, txid, new_id)
     if row is None or row["message_offset"] is None:
         return None
     return {"success": True, "messageId": new_id, "transactionId": txid, "partitionId": partition_id,

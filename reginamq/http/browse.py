@@ -41,13 +41,13 @@ async def list_messages(broker: Broker, request: Request) -> responses.Response:
     )
     if query.since and query.until and query.since > query.until:
         raise BadRequest("from must not be after to")
-    return 200, await broker.run(lambda conn: browse.page(conn, query, broker.sealer.reveal))
+    return 200, await browse.page(broker.store, query, broker.sealer.reveal)
 
 
 async def get_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
     group = _group(request)
-    body = await broker.run(lambda conn: browse.get(conn, partition_id, txid, group, broker.sealer.reveal))
+    body = await browse.get(broker.store, partition_id, txid, group, broker.sealer.reveal)
     if body is None:
         return responses.error(404, "message not found")
     return 200, body
@@ -55,7 +55,7 @@ async def get_message(broker: Broker, request: Request) -> responses.Response:
 
 async def delete_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
-    deleted = await broker.run(lambda conn: browse.delete(conn, partition_id, txid))
+    deleted = await browse.delete(broker.store, partition_id, txid)
     if not deleted:
         return responses.error(404, "message not found")
     return responses.json(200, {"success": True, "deleted": deleted, "partitionId": partition_id,
@@ -64,7 +64,7 @@ async def delete_message(broker: Broker, request: Request) -> responses.Response
 
 async def retry_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
-    answer = await broker.run(lambda conn: browse.retry(conn, partition_id, txid))
+    answer = await browse.retry(broker.store, partition_id, txid)
     if answer is None:
         return responses.error(404, "message not found")
     return responses.json(200, answer)
