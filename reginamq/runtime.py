@@ -50,7 +50,7 @@ class Broker:
         self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.run, settings.maintenance_interval,
                                        settings.retention_parallelism, settings.partition_idle_days)
-        self.stats_loop = StatsLoop(self.run, settings.maintenance_interval)
+        self.stats_loop = StatsLoop(self.run, self.store, settings.maintenance_interval)
         self.meter = Meter()
         self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
         self.timer_fire = TimerFire(self.run, self.sealer)

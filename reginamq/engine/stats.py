@@ -1,4 +1,5 @@
-"""Statistics: status, analytics and metrics from the stats tables (012_stats.sql).
+"""Statistics: status, analytics and metrics from the stats tables (012_stats.sql), and
+Queen's process analytics from the processes' own rows (013_process_metrics.sql).
 
 Counters and gauges are derived from the tables by a refresh (the elected stats loop every
 ``--maintenance-interval`` seconds, or POST /api/v1/stats/refresh), so they are the same
@@ -15,20 +16,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from reginamq.engine.browse import iso_millis
+from reginamq.store import Store
 
 BUCKET_SECONDS = 10
 KEEP_SECONDS = 24 * 3600
 THROUGHPUT_WINDOW_SECONDS = 60
-REFRESH_SQL = "SELECT rq_stats_refresh($1, $2, $3)"
-REFRESH_LOCK_SQL = "LOCK TABLE rq_stats_state IN EXCLUSIVE MODE"
-FULL_PASS_SQL = ("SELECT extract(epoch FROM clock_timestamp() - full_at)::float8 AS since, full_seconds "
-                 "FROM rq_stats_state WHERE id = 1")
-QUEUES_SQL = "SELECT * FROM rq_stats_queues($1)"
-SERIES_SQL = "SELECT * FROM rq_stats_series($1, $2, $3, $4)"
-GROUPS_SQL = "SELECT * FROM rq_stats_groups_of($1)"
-STATE_SQL = "SELECT refreshed_at FROM rq_stats_state WHERE id = 1"
-RETENTION_SQL = "SELECT * FROM rq_retention_totals_of()"
-OPTIONS_SQL = "SELECT options FROM rq_queues WHERE name = $1"
 COUNTERS = ("pushed", "popped", "acked", "failed", "deadLettered")
 _COLUMNS = {"pushed": "pushed", "popped": "popped", "acked": "acked", "failed": "failed",
             "deadLettered": "dead_lettered"}
@@ -39,23 +31,18 @@ def stamp(moment: datetime | None) -> str | None:
     return None if moment is None else iso_millis(moment).decode()
 
 
-async def refresh(conn, full: bool = True) -> int:
-    """One refresh; returns the number of queues. A full pass (what an explicit refresh asks
-    for) also recounts the gauges over every partition, which costs time with the partitions;
-    an incremental one costs what moved since the last refresh (see 012_stats.sql).
-    REPEATABLE READ: the notes it books and deletes and the gauges must describe one instant,
-    or notes committed meanwhile would be deleted unbooked and the gauges an incremental
-    refresh carries forward would drift. The refreshes' lock is taken first: a LOCK takes no
-    snapshot, so the refresh's snapshot comes after the previous refresh committed instead of
-    before (which would fail it with a serialization error)."""
-    async with conn.transaction(isolation="repeatable_read"):
-        await conn.execute(REFRESH_LOCK_SQL)
-        return await conn.fetchval(REFRESH_SQL, BUCKET_SECONDS, KEEP_SECONDS, full)
+async def refresh(store: Store, full: bool = True) -> int:
+    """One refresh into ``BUCKET_SECONDS`` buckets kept ``KEEP_SECONDS``; returns the number of
+    queues. A full pass (what an explicit refresh asks for) also recounts the gauges over every
+    partition, which costs time with the partitions; an incremental one costs what moved since
+    the last refresh (see 012_stats.sql and :meth:`Statistics.refresh
+    <reginamq.store.statistics.Statistics.refresh>`)."""
+    return await store.statistics.refresh(BUCKET_SECONDS, KEEP_SECONDS, full)
 
 
-async def last_full_pass(conn) -> tuple[float | None, float | None]:
+async def last_full_pass(store: Store) -> tuple[float | None, float | None]:
     """Seconds since the last full pass started and how long it took (None, None before any)."""
-    row = await conn.fetchrow(FULL_PASS_SQL)
+    row = await store.statistics.last_full_pass()
     return (None, None) if row is None else (row["since"], row["full_seconds"])
 
 
@@ -83,16 +70,16 @@ def _rates(rows, seconds: int) -> dict:
     return {f"{key}PerSecond": round(value / seconds, 3) for key, value in sums.items()}
 
 
-async def _recent(conn, queue: str | None):
+async def _recent(store: Store, queue: str | None):
     now = datetime.now(UTC)
-    return await conn.fetch(SERIES_SQL, queue, now - timedelta(seconds=THROUGHPUT_WINDOW_SECONDS), now,
-                            THROUGHPUT_WINDOW_SECONDS * 10)
+    return await store.statistics.series(queue, now - timedelta(seconds=THROUGHPUT_WINDOW_SECONDS), now,
+                                         THROUGHPUT_WINDOW_SECONDS * 10)
 
 
-async def status(conn) -> dict:
-    queues = await conn.fetch(QUEUES_SQL, None)
-    recent = await _recent(conn, None)
-    refreshed = await conn.fetchval(STATE_SQL)
+async def status(store: Store) -> dict:
+    queues = await store.statistics.queues(None)
+    recent = await _recent(store, None)
+    refreshed = await store.statistics.refreshed_at()
     totals = dict.fromkeys(COUNTERS, 0)
     for row in queues:
         for key, column in _COLUMNS.items():
@@ -109,9 +96,9 @@ async def status(conn) -> dict:
     }
 
 
-async def queues(conn, limit: int, offset: int) -> dict:
-    rows = await conn.fetch(QUEUES_SQL, None)
-    recent = await _recent(conn, None)
+async def queues(store: Store, limit: int, offset: int) -> dict:
+    rows = await store.statistics.queues(None)
+    recent = await _recent(store, None)
     per_queue: dict[str, list] = {}
     for row in recent:
         per_queue.setdefault(row["queue_name"], []).append(row)
@@ -123,25 +110,28 @@ async def queues(conn, limit: int, offset: int) -> dict:
     return {"queues": out, "total": len(rows), "limit": limit, "offset": offset}
 
 
-async def queue(conn, name: str) -> dict | None:
-    rows = await conn.fetch(QUEUES_SQL, name)
+async def queue(store: Store, name: str) -> dict | None:
+    rows = await store.statistics.queues(name)
     if not rows:
         return None
+    options = await store.queues.options(name)
+    if options is None:  # deleted since the line above
+        return None
     entry = _queue(rows[0])
-    entry["options"] = orjson.loads(await conn.fetchval(OPTIONS_SQL, name))
-    recent = await _recent(conn, name)
+    entry["options"] = orjson.loads(options)
+    recent = await _recent(store, name)
     entry["throughput"] = {"windowSeconds": THROUGHPUT_WINDOW_SECONDS, **_rates(recent, THROUGHPUT_WINDOW_SECONDS)}
     entry["consumerGroups"] = [{"consumerGroup": g["consumer_group"], "backlog": g["backlog"],
                                 "partitionsBehind": g["partitions_behind"]}
-                               for g in await conn.fetch(GROUPS_SQL, name)]
+                               for g in await store.statistics.groups(name)]
     now = datetime.now(UTC)
-    series = await conn.fetch(SERIES_SQL, name, now - timedelta(hours=1), now, 60)
+    series = await store.statistics.series(name, now - timedelta(hours=1), now, 60)
     entry["series"] = {"intervalSeconds": 60, "points": [_point(r) for r in series]}
     return entry
 
 
-async def analytics(conn, queue_name: str | None, since: datetime, until: datetime, interval: int) -> dict:
-    rows = await conn.fetch(SERIES_SQL, queue_name, since, until, interval)
+async def analytics(store: Store, queue_name: str | None, since: datetime, until: datetime, interval: int) -> dict:
+    rows = await store.statistics.series(queue_name, since, until, interval)
     per_queue: dict[str, list] = {}
     overall: dict[datetime, dict] = {}
     for row in rows:
@@ -161,14 +151,26 @@ async def analytics(conn, queue_name: str | None, since: datetime, until: dateti
     }
 
 
-async def snapshot(conn) -> dict:
+async def snapshot(store: Store) -> dict:
     """Everything /metrics and /metrics/prometheus expose from the database."""
     return {
-        "queues": [_queue(r) for r in await conn.fetch(QUEUES_SQL, None)],
+        "queues": [_queue(r) for r in await store.statistics.queues(None)],
         "groups": [{"queue": g["queue_name"], "consumerGroup": g["consumer_group"], "backlog": g["backlog"],
-                    "partitionsBehind": g["partitions_behind"]} for g in await conn.fetch(GROUPS_SQL, None)],
+                    "partitionsBehind": g["partitions_behind"]} for g in await store.statistics.groups(None)],
         "retention": [{"queue": r["queue_name"], "deletedSegments": r["segments"], "deletedMessages": r["messages"],
                        "evictedMessages": r["evicted"], "deletedPartitions": r["partitions"]}
-                      for r in await conn.fetch(RETENTION_SQL)],
-        "statsRefreshedAt": stamp(await conn.fetchval(STATE_SQL)),
+                      for r in await store.statistics.retention_totals()],
+        "statsRefreshedAt": stamp(await store.statistics.refreshed_at()),
     }
+
+
+async def system_metrics(store: Store, since: datetime, until: datetime, hostname: str | None,
+                         pid: int | None) -> bytes:
+    """Queen's system-metrics answer over the processes' rows, rendered by PostgreSQL."""
+    return (await store.process_metrics.system(since, until, hostname, pid)).encode()
+
+
+async def worker_metrics(store: Store, since: datetime, until: datetime, hostname: str | None,
+                         pid: int | None) -> bytes:
+    """Queen's worker-metrics answer over the processes' rows, rendered by PostgreSQL."""
+    return (await store.process_metrics.workers(since, until, hostname, pid)).encode()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -26,7 +26,6 @@ from reginamq.engine import stats
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.maintenance import process_metrics
 from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY
 
@@ -50,7 +49,7 @@ def observe_request(method: str, route: str, status: int, seconds: float) -> Non
 
 
 async def status(broker: Broker, request: Request) -> responses.Response:
-    body = await broker.run(stats.status)
+    body = await stats.status(broker.store)
     body["version"] = __version__
     return responses.json(200, body)
 
@@ -58,12 +57,12 @@ async def status(broker: Broker, request: Request) -> responses.Response:
 async def queues(broker: Broker, request: Request) -> responses.Response:
     limit = request.query_int("limit", 100, 1, MAX_PAGE)
     offset = request.query_int("offset", 0, 0, 2**31 - 1)
-    return responses.json(200, await broker.run(lambda conn: stats.queues(conn, limit, offset)))
+    return responses.json(200, await stats.queues(broker.store, limit, offset))
 
 
 async def queue(broker: Broker, request: Request) -> responses.Response:
     name = check_queue_name(request.path_params["queue"])
-    body = await broker.run(lambda conn: stats.queue(conn, name))
+    body = await stats.queue(broker.store, name)
     if body is None:
         return responses.error(404, f"queue {name!r} not found")
     return responses.json(200, body)
@@ -76,8 +75,7 @@ async def analytics(broker: Broker, request: Request) -> responses.Response:
     interval = request.query_int("interval", 60, stats.BUCKET_SECONDS, 86_400)
     if (until - since).total_seconds() / interval > MAX_ANALYTICS_POINTS:
         raise BadRequest(f"at most {MAX_ANALYTICS_POINTS} points: widen interval or narrow from/to")
-    return responses.json(200, await broker.run(
-        lambda conn: stats.analytics(conn, queue_name, since, until, interval)))
+    return responses.json(200, await stats.analytics(broker.store, queue_name, since, until, interval))
 
 
 def _time_range(request: Request) -> tuple[datetime, datetime]:
@@ -103,17 +101,17 @@ def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, i
 async def system_metrics(broker: Broker, request: Request) -> responses.Response:
     """Per process (a replica each), a point a minute: CPU, memory, database pool, event loop."""
     chosen = _process_filter(request)
-    return 200, await broker.run(lambda conn: process_metrics.report(conn, process_metrics.SYSTEM_SQL, *chosen))
+    return 200, await stats.system_metrics(broker.store, *chosen)
 
 
 async def worker_metrics(broker: Broker, request: Request) -> responses.Response:
     """Throughput, pop lag and health of the processes, in buckets that widen with the range."""
     chosen = _process_filter(request)
-    return 200, await broker.run(lambda conn: process_metrics.report(conn, process_metrics.WORKER_SQL, *chosen))
+    return 200, await stats.worker_metrics(broker.store, *chosen)
 
 
 async def refresh(broker: Broker, request: Request) -> responses.Response:
-    count = await broker.run(stats.refresh)
+    count = await stats.refresh(broker.store)
     return responses.json(200, {"success": True, "queues": count,
                                 "refreshedAt": stats.stamp(datetime.now(UTC))})
 
@@ -126,7 +124,7 @@ def _process(broker: Broker) -> dict:
 
 
 async def metrics_json(broker: Broker, request: Request) -> responses.Response:
-    body = await broker.run(stats.snapshot)
+    body = await stats.snapshot(broker.store)
     body["process"] = _process(broker)
     body["version"] = __version__
     return responses.json(200, body)
@@ -211,8 +209,6 @@ class _Snapshot:
 
 def _latency_registry():
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         return registry
@@ -223,7 +219,7 @@ async def metrics_prometheus(broker: Broker, request: Request) -> responses.Resp
     """Answered even with the database away: then the queue families are left out and
     ``reginamq_database_up`` is 0, while the spool gauges say what waits on disk."""
     try:
-        snapshot = await broker.run(stats.snapshot)
+        snapshot = await stats.snapshot(broker.store)
     except Unavailable:
         snapshot = None
     registry = CollectorRegistry(auto_describe=False)

@@ -30,24 +30,6 @@ SAMPLE_SECONDS = 1.0
 KEEP_DAYS = 7
 FINAL_WRITE_SECONDS = 2.0
 MAX_WAITING_MINUTES = 60  # rows kept while the database is away; older ones are dropped
-WRITE_SQL = """
-INSERT INTO rq_process_metrics VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                                       $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
-ON CONFLICT (bucket, hostname, port, pid) DO UPDATE SET
-    sample_count = EXCLUDED.sample_count, system = EXCLUDED.system, push_messages = EXCLUDED.push_messages,
-    pop_messages = EXCLUDED.pop_messages, ack_messages = EXCLUDED.ack_messages,
-    push_requests = EXCLUDED.push_requests, pop_requests = EXCLUDED.pop_requests,
-    ack_requests = EXCLUDED.ack_requests, requests = EXCLUDED.requests, ack_failed = EXCLUDED.ack_failed,
-    dead_lettered = EXCLUDED.dead_lettered, db_errors = EXCLUDED.db_errors,
-    loop_lag_avg_ms = EXCLUDED.loop_lag_avg_ms, loop_lag_max_ms = EXCLUDED.loop_lag_max_ms,
-    idle_connections_avg = EXCLUDED.idle_connections_avg, idle_connections_min = EXCLUDED.idle_connections_min,
-    connections_max = EXCLUDED.connections_max, in_flight_avg = EXCLUDED.in_flight_avg,
-    in_flight_max = EXCLUDED.in_flight_max, parked_max = EXCLUDED.parked_max, lag_count = EXCLUDED.lag_count,
-    lag_sum_ms = EXCLUDED.lag_sum_ms, lag_max_ms = EXCLUDED.lag_max_ms, queues = EXCLUDED.queues
-"""
-SYSTEM_SQL = "SELECT rq_system_metrics($1, $2, $3, $4)::text"
-WORKER_SQL = "SELECT rq_worker_metrics($1, $2, $3, $4)::text"
-PURGE_SQL = "SELECT rq_process_metrics_purge_step($1, $2)"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _STARTED = time.monotonic()
 
@@ -221,7 +203,7 @@ class ProcessMetrics(Periodic):
         for minute in sorted(self._waiting)[:-MAX_WAITING_MINUTES]:
             del self._waiting[minute]
         rows = [self._waiting[minute] for minute in sorted(self._waiting)]
-        await self._broker.run(lambda conn: conn.executemany(WRITE_SQL, rows))
+        await self._broker.store.process_metrics.write(rows)
         self._waiting.clear()
         self._written_at = time.monotonic()
 
@@ -264,7 +246,3 @@ class ProcessMetrics(Periodic):
                 gauges["in_flight"].average(), int(gauges["in_flight"].high), int(gauges["parked"].high),
                 meter.lag_count, meter.lag_sum_ms, meter.lag_max_ms, orjson.dumps(meter.queues).decode())
 
-
-async def report(conn, sql: str, since: datetime, until: datetime, hostname: str | None, pid: int | None) -> bytes:
-    """One of the two answers (``SYSTEM_SQL`` or ``WORKER_SQL``), rendered by PostgreSQL."""
-    return (await conn.fetchval(sql, since, until, hostname, pid)).encode()

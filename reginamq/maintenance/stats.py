@@ -4,23 +4,23 @@ Every ``interval`` seconds (or less often, when a refresh takes more than a fift
 time) each broker process asks for the ``stats`` lease (a row of its own in
 ``rq_leader_leases``, independent of retention); the holder runs one refresh
 (``rq_stats_refresh``: counter deltas and gauges into the current 10-second bucket), then
-bounded purge steps: tombstones of deleted messages no pop can reach any more, the processes'
-metrics rows older than a week (process_metrics.py), key/value rows past their expiry
-(engine/kv.py; readers already treat them as absent), ephemeral rings empty and idle for ten
-minutes (engine/ephemeral.py), and traces older than
-``REGINAMQ_TRACE_RETENTION_DAYS`` (7 by default; 0 keeps them forever).
+bounded purge steps (store/housekeeping.py): tombstones of deleted messages no pop can reach
+any more, the processes' metrics rows older than a week (process_metrics.py), key/value rows
+past their expiry (readers already treat them as absent), ephemeral rings empty and idle for
+ten minutes (engine/ephemeral.py), and traces older than ``REGINAMQ_TRACE_RETENTION_DAYS``
+(7 by default; 0 keeps them forever).
 
 Each round also gives the tables pushes and pops plan against their first planner
 statistics as soon as they hold ``NEW_TABLE_ROWS`` rows (``rq_analyze_new_tables``): on a new
 database the plans made while they were nearly empty would otherwise stay until autovacuum's
 first ANALYZE, and cost more with every partition created meanwhile.
 
-A full pass recounts the gauges over every partition and cursor (seconds at a million
-partitions, a PostgreSQL backend busy all that time); an incremental refresh reads only the
+A full pass recounts the gauges over every partition and cursor, so it costs time with the
+partitions (a PostgreSQL backend busy all that time); an incremental refresh reads only the
 notes of what moved. So the loop runs a full pass only when full passes take at most
-``FULL_PASS_SHARE`` of the time -- nearly always on a small database, where one takes
-milliseconds -- and at least every ``FULL_PASS_EVERY_SECONDS``, to correct the gauges for what
-moves a read position without a note (a seek, a group deleted, retention).
+``FULL_PASS_SHARE`` of the time -- nearly always on a small database, where one is quick --
+and at least every ``FULL_PASS_EVERY_SECONDS``, to correct the gauges for what moves a read
+position without a note (a seek, a group deleted, retention).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from reginamq.engine import ephemeral, kv, stats
+from reginamq.engine import ephemeral, stats
 from reginamq.maintenance import leader, process_metrics
+from reginamq.store import Store
 
 STEP_ROWS = 10_000
 MAX_STEPS = 10
 FULL_PASS_SHARE = 0.01
 FULL_PASS_EVERY_SECONDS = 600.0
 NEW_TABLE_ROWS = 1_000
-ANALYZE_NEW_SQL = "SELECT rq_analyze_new_tables($1)"
 
 
 def full_pass_due(since: float | None, took: float | None) -> bool:
@@ -58,23 +58,28 @@ class StatsLoop(leader.ElectedLoop):
     LEASE_NAME = "stats"
     MAX_DUTY_CYCLE = 0.2
 
+    def __init__(self, run, store: Store, interval: float):
+        super().__init__(run, interval)  # ``run`` takes the lease (leader.py)
+        self._store = store
+
     async def round(self) -> dict[str, int]:
-        analysed = await self._run(lambda conn: conn.fetchval(ANALYZE_NEW_SQL, NEW_TABLE_ROWS))
-        full = full_pass_due(*await self._run(stats.last_full_pass))
-        totals = {"queues": await self._run(lambda conn: stats.refresh(conn, full)), "tombstones": 0, "traces": 0,
+        store = self._store
+        analysed = await store.housekeeping.analyze_new_tables(NEW_TABLE_ROWS)
+        full = full_pass_due(*await stats.last_full_pass(store))
+        totals = {"queues": await stats.refresh(store, full), "tombstones": 0, "traces": 0,
                   "processMetrics": 0, "expiredKeys": 0, "idleRings": 0, "analysed": analysed}
+        metrics_before = datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS)
+        steps = [("tombstones", store.housekeeping.purge_tombstones),
+                 ("processMetrics", lambda rows: store.process_metrics.purge_step(rows, metrics_before)),
+                 ("expiredKeys", store.housekeeping.purge_expired_keys),
+                 ("idleRings", lambda rows: store.housekeeping.collect_idle_rings(rows, ephemeral.IDLE_SECONDS))]
         days = trace_retention_days()
-        steps = [("tombstones", "SELECT rq_deleted_purge_step($1)", ()),
-                 ("processMetrics", process_metrics.PURGE_SQL,
-                  (datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS),)),
-                 ("expiredKeys", kv.PURGE_SQL, ()),
-                 ("idleRings", ephemeral.COLLECT_SQL, (ephemeral.IDLE_SECONDS,))]
         if days > 0:
-            steps.append(("traces", "SELECT rq_traces_purge_step($2, $1)",
-                          (datetime.now(UTC) - timedelta(days=days),)))
-        for key, sql, extra in steps:
+            traces_before = datetime.now(UTC) - timedelta(days=days)
+            steps.append(("traces", lambda rows: store.housekeeping.purge_traces(rows, traces_before)))
+        for key, step in steps:
             for _ in range(MAX_STEPS):
-                deleted = await self._run(lambda conn, sql=sql, extra=extra: conn.fetchval(sql, STEP_ROWS, *extra))
+                deleted = await step(STEP_ROWS)
                 totals[key] += deleted
                 if deleted < STEP_ROWS:
                     break
