@@ -23,12 +23,12 @@ from typing import Any
 import msgspec
 import uuid_utils
 
+from reginamq.common import jsonlimits
 from reginamq.common.errors import BadRequest, refuse
+from reginamq.common.inflate import inflate
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.op_batch import OpBatch
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
-from reginamq.http import jsonlimits
-from reginamq.http.binary_push import inflate
 
 APPLY_SQL = "SELECT rq_timers_apply($1::jsonb)"
 PEEK_SQL = "SELECT rq_timer_peek($1, $2)"

@@ -23,11 +23,11 @@ import struct
 import uuid
 
 import msgspec
-import zstandard
 
+from reginamq.common import jsonlimits
 from reginamq.common.errors import BadRequest
+from reginamq.common.inflate import inflate
 from reginamq.engine.push import MAX_ITEMS_PER_PUSH, PushItem
-from reginamq.http import jsonlimits
 
 CONTENT_TYPE = "application/x-queen-push"
 PUSH_MAGIC = b"QPB1"
@@ -40,7 +40,6 @@ PUSH_FLAGS = FLAG_ZSTD | FLAG_COUNTS | FLAG_TRANSACTION_IDS | FLAG_FRAMES
 TRANSACTION_FLAGS = FLAG_COUNTS
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_decompressor = zstandard.ZstdDecompressor()
 
 
 class Decoded(msgspec.Struct):
@@ -212,26 +211,3 @@ def _append(decoded: Decoded, queue: str, partition: str, txid: str, payload: by
     decoded.items.append(PushItem(queue=queue, partition=partition, payload=msgspec.Raw(payload),
                                   transactionId=txid or None))
 
-
-def inflate(frame: bytes, size: int | None, limit: int) -> bytes:
-    """One zstd frame of ``size`` bytes if given, refused (413) before inflating when it
-    declares more than ``limit``."""
-    declared = _frame_size(frame)
-    if (size is not None and size > limit) or declared > limit:
-        raise BadRequest(f"the decompressed body is larger than {limit} bytes", status=413)
-    try:
-        raw = _decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
-    except zstandard.ZstdError as error:
-        raise BadRequest(f"not one zstd frame within {limit} bytes: {error}") from None
-    if size is not None and len(raw) != size:
-        raise BadRequest(f"the body decompressed to {len(raw)} bytes, its header says {size}")
-    return raw
-
-
-def _frame_size(frame: bytes) -> int:
-    """The content size a frame declares, or -1 (none declared, or not a zstd frame: the
-    decompression says which)."""
-    try:
-        return zstandard.frame_content_size(frame)
-    except zstandard.ZstdError:
-        return -1

@@ -10,8 +10,8 @@ from urllib.parse import parse_qs
 
 import msgspec
 
+from reginamq.common import jsonlimits
 from reginamq.common.errors import BadRequest
-from reginamq.http import jsonlimits
 
 T = TypeVar("T")
 D = TypeVar("D")

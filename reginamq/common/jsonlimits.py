@@ -8,11 +8,11 @@ the whole body (the structures the broker reads and the payloads it stores alike
 
 - UTF-8: ``bytes.isascii`` (or one ``decode``) over the body.
 - nesting: at most :data:`MAX_DEPTH` arrays/objects inside each other, counted on the parsed
-  value one level at a time (a list comprehension a level, stopping at the limit: ~70 µs for
-  a push of 100 messages), unless the body is small and has at most that many ``[`` and
-  ``{`` bytes (a payload of a binary push: ~0.3 µs). orjson's own limit (1,024 levels) bounds
-  what is parsed at all. Parsing inside ~960 extra arrays instead, so that orjson's limit
-  fell on ours, cost 170–250 µs more a body of 17–35 KB (docs/benchmarks.md).
+  value one level at a time (a list comprehension a level, stopping at the limit), unless the
+  body is small and has at most that many ``[`` and ``{`` bytes (a payload of a binary push,
+  where counting the bytes costs less than the walk). orjson's own limit (1,024 levels)
+  bounds what is parsed at all. Wrapping the body in extra arrays so that orjson's limit fell
+  on ours instead would make every body's one parse a parse of a larger document.
 - numbers: orjson refuses a number that overflows a double (``1e400``); integers of any size
   are kept verbatim. ``NaN``/``Infinity`` are not JSON (msgspec and orjson refuse them).
 - duplicate keys: orjson keeps the last, so the parsed value is encoded again; when that gives
