@@ -15,11 +15,12 @@ from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.fusion import PushFusion
 from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.meter import Meter
 from reginamq.engine.pop import FillWaits, GroupPolicies, SweepPositions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
-from reginamq.maintenance.process_metrics import Meter, ProcessMetrics
+from reginamq.maintenance.process_metrics import ProcessMetrics
 from reginamq.maintenance.retention import RetentionLoop
 from reginamq.maintenance.stats import StatsLoop
 from reginamq.maintenance.timer_fire import TimerFire

@@ -18,10 +18,10 @@ from reginamq.engine import push, queues
 from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.expiries import LeaseWatcher
 from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.meter import Meter
 from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPositions, pop
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
-from reginamq.maintenance.process_metrics import Meter
 from reginamq.store import Store
 from reginamq.store.database import Database
 

@@ -24,18 +24,16 @@ import asyncio
 import time
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import orjson
 
 from reginamq.common.errors import BadRequest
+from reginamq.engine.meter import Meter
 from reginamq.engine.names import check_name, group_or_queue_mode
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
 from reginamq.engine.waiters import EPHEMERAL_CHANNEL, Waiters, announce, ephemeral_key
-
-if TYPE_CHECKING:
-    from reginamq.maintenance.process_metrics import Meter
 
 DEFAULTS = {"maxBytes": 64 * 1024 * 1024, "maxLength": 100_000, "policy": "reject", "ttlSeconds": 0,
             "leaseSeconds": 30, "retryLimit": 3, "windowBuffer": {"ms": 0, "count": 0}}

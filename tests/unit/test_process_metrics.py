@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reginamq.maintenance.process_metrics import Gauge, Meter
+from reginamq.engine.meter import Meter
+from reginamq.maintenance.process_metrics import Gauge
 
 
 def test_a_gauge_keeps_avg_min_max_last():
