@@ -34,6 +34,7 @@ from reginamq.engine.meter import Meter
 from reginamq.engine.names import check_name, group_or_queue_mode
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
 from reginamq.engine.waiters import EPHEMERAL_CHANNEL, Waiters, announce, ephemeral_key
+from reginamq.store import Store
 
 DEFAULTS = {"maxBytes": 64 * 1024 * 1024, "maxLength": 100_000, "policy": "reject", "ttlSeconds": 0,
             "leaseSeconds": 30, "retryLimit": 3, "windowBuffer": {"ms": 0, "count": 0}}
@@ -45,18 +46,7 @@ MAX_TIMEOUT_MS = 300_000
 MAX_OPTION = 2**31 - 1
 DEFAULT_PARTITION = "Default"
 RECHECK_SECONDS = 1.0  # a waiting pop looks again at least this often, should a wake-up be lost
-
-PUSH_SQL = "SELECT rq_eph_push($1, $2, $3, $4, $5::jsonb)"
-POP_SQL = "SELECT rq_eph_pop($1, $2, $3, $4, $5, $6::jsonb)"
-ACK_SQL = "SELECT rq_eph_ack($1, $2, $3, $4::uuid[], $5, $6)"
-RESET_SQL = "SELECT rq_eph_reset($1)"
-DEPTH_SQL = "SELECT rq_eph_depth($1, $2, $3::jsonb)"
-LIST_SQL = "SELECT rq_eph_list($1::jsonb)"
-COLLECT_SQL = "SELECT rq_eph_collect_step($1, $2)"
 IDLE_SECONDS = 600  # an empty ring without a push this long is collected
-DECLARE_SQL = ("INSERT INTO rq_eph_declared (queue, options) VALUES ($1, $2::jsonb) ON CONFLICT (queue) DO UPDATE "
-               "SET options = EXCLUDED.options, updated_at = now() RETURNING options::text")
-DELETE_SQL = "SELECT deleted, declared FROM rq_eph_delete($1)"
 
 
 class Message(msgspec.Struct):
@@ -145,7 +135,7 @@ def parse_id(value: str) -> tuple[str, str, int] | None:
         return None
 
 
-async def push(conn, body: PushBody) -> int:
+async def push(store: Store, body: PushBody) -> int:
     """How many were pushed; 429 ``queue_full`` when the bounds and the policy refuse them all."""
     queue = name("queue", body.queue)
     partition = name("partition", body.partition or DEFAULT_PARTITION)
@@ -158,16 +148,19 @@ async def push(conn, body: PushBody) -> int:
         refuse(f"a payload is larger than {MAX_PAYLOAD_BYTES} bytes", status=413)
     if not payloads:
         return 0
-    async with conn.transaction():
-        pushed = await conn.fetchval(PUSH_SQL, queue, partition, [p.decode() for p in payloads],
-                                     [len(p) for p in payloads], DEFAULTS_JSON)
+
+    async def commit(tx: Store) -> int:
+        pushed = await tx.ephemeral.push(queue, partition, [p.decode() for p in payloads], [len(p) for p in payloads],
+                                         DEFAULTS_JSON)
         if pushed < 0:
             refuse("the ephemeral queue is at its maxBytes/maxLength and its policy is reject", 429, "queue_full")
-        await announce(conn, [queue], EPHEMERAL_CHANNEL)
-    return pushed
+        await announce(tx, [queue], EPHEMERAL_CHANNEL)
+        return pushed
+
+    return await store.atomically(commit)
 
 
-async def pop(run, waiters: Waiters, meter: Meter, queue: str, partition: str | None, group: str | None,
+async def pop(store: Store, waiters: Waiters, meter: Meter, queue: str, partition: str | None, group: str | None,
               batch: int, wait: bool, timeout_ms: int, auto_ack: bool) -> bytes:
     """200's body ``{queue, messages: [{id, partition, attempts, payload}]}``, an empty list when
     nothing came within the wait. A waiting pop holds no connection; a push wakes it, and with a
@@ -184,8 +177,8 @@ async def pop(run, waiters: Waiters, meter: Meter, queue: str, partition: str | 
         parked = waiters.park(ephemeral_key(queue), group) if wait else None
         try:
             wanted = batch - len(held)
-            answer = msgspec.json.decode(await run(lambda conn, wanted=wanted: conn.fetchval(
-                POP_SQL, queue, partition, group, wanted, auto_ack, DEFAULTS_JSON)))
+            answer = msgspec.json.decode(await store.ephemeral.pop(queue, partition, group, wanted, auto_ack,
+                                                                    DEFAULTS_JSON))
             held += answer["messages"]
             if answer.get("oldest") is not None:  # absent from a function an older node laid out
                 pushed = datetime.fromisoformat(answer["oldest"])
@@ -215,7 +208,7 @@ async def pop(run, waiters: Waiters, meter: Meter, queue: str, partition: str | 
     return b'{"queue":' + orjson.dumps(queue) + b',"messages":[' + listed + b"]}"
 
 
-async def ack(conn, body: AckBody) -> dict:
+async def ack(store: Store, body: AckBody) -> dict:
     """``{results: [{id, outcome}]}``: acked, redelivered, stale or unknown, one per id."""
     queue = name("queue", body.queue)
     group = group_or_queue_mode(None if body.group is None else name("group", body.group))
@@ -225,42 +218,45 @@ async def ack(conn, body: AckBody) -> dict:
     known = [(position, found) for position, found in enumerate(parsed) if found is not None]
     outcomes = ["unknown"] * len(parsed)
     if known:
-        async with conn.transaction():
-            answered = await conn.fetchval(
-                ACK_SQL, queue, group, [found[0] for _, found in known], [found[1] for _, found in known],
+
+        async def commit(tx: Store) -> list[str]:
+            answered = await tx.ephemeral.ack(
+                queue, group, [found[0] for _, found in known], [found[1] for _, found in known],
                 [found[2] for _, found in known],
                 [body.acks[position].status not in ("failed", "retry", "nack") for position, _ in known])
-            for (position, _), outcome in zip(known, answered, strict=True):
-                outcomes[position] = outcome
             if "redelivered" in answered:
-                await announce(conn, [queue], EPHEMERAL_CHANNEL)
+                await announce(tx, [queue], EPHEMERAL_CHANNEL)
+            return answered
+
+        for (position, _), outcome in zip(known, await store.atomically(commit), strict=True):
+            outcomes[position] = outcome
     return {"results": [{"id": item.id, "outcome": outcome} for item, outcome in zip(body.acks, outcomes, strict=True)]}
 
 
-async def configure(conn, body: ConfigureBody) -> bytes:
+async def configure(store: Store, body: ConfigureBody) -> bytes:
     queue = name("queue", body.queue)
-    stored = await conn.fetchval(DECLARE_SQL, queue, orjson.dumps(options(body.options)).decode())
+    stored = await store.ephemeral.declare(queue, orjson.dumps(options(body.options)).decode())
     return (b'{"configured":true,"queue":' + orjson.dumps(queue) + b',"tier":"declared","options":'
             + stored.encode() + b"}")
 
 
-async def reset(conn, queue: str) -> dict:
+async def reset(store: Store, queue: str) -> dict:
     queue = name("queue", queue)
-    return {"queue": queue, "dropped": await conn.fetchval(RESET_SQL, queue)}
+    return {"queue": queue, "dropped": await store.ephemeral.reset(queue)}
 
 
-async def delete(conn, queue: str) -> dict:
+async def delete(store: Store, queue: str) -> dict:
     queue = name("queue", queue)
-    row = await conn.fetchrow(DELETE_SQL, queue)
+    row = await store.ephemeral.delete(queue)
     return {"queue": queue, "deleted": row["deleted"], "declared": row["declared"]}
 
 
-async def depth(conn, queue: str, group: str | None) -> bytes | None:
+async def depth(store: Store, queue: str, group: str | None) -> bytes | None:
     queue = name("queue", queue)
     group = None if group is None else name("group", group)
-    answer = await conn.fetchval(DEPTH_SQL, queue, group, DEFAULTS_JSON)
+    answer = await store.ephemeral.depth(queue, group, DEFAULTS_JSON)
     return None if answer is None else answer.encode()
 
 
-async def listing(conn) -> bytes:
-    return (await conn.fetchval(LIST_SQL, DEFAULTS_JSON)).encode()
+async def listing(store: Store) -> bytes:
+    return (await store.ephemeral.listing(DEFAULTS_JSON)).encode()

@@ -22,14 +22,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import asyncpg
 import msgspec
 
 from reginamq.common.errors import refuse
 from reginamq.engine.op_batch import OpBatch
+from reginamq.store import Store
+from reginamq.store.kv import PreconditionFailed
 
-APPLY_SQL = "SELECT rq_kv_apply($1::jsonb, $2)"
-PURGE_SQL = "SELECT rq_kv_purge_step($1)"
 NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 MAX_KEY_BYTES = 512
 MAX_VALUE_BYTES = 65_536
@@ -233,20 +232,18 @@ def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> O
     return OpBatch(msgspec.json.encode(ops), len(ops))
 
 
-async def apply(conn, prepared: OpBatch) -> list[dict]:
-    """Run the ops inside the caller's transaction; results in the order the ops came."""
+async def apply(store: Store, prepared: OpBatch) -> list[dict]:
+    """Run the ops in ``store``'s transaction (one of :meth:`Store.atomically`: the call's own,
+    or the transaction's that carries the rider); results in the order the ops came."""
     if not prepared.count:
         return []
     try:
-        # msgspec, not orjson: a stored integer past 64 bits comes back exactly
-        applied = msgspec.json.decode(await conn.fetchval(APPLY_SQL, prepared.ops.decode(), MAX_READ_BYTES))
-    except asyncpg.CheckViolationError as error:
-        if error.message != "kv_precondition_failed":
-            raise
-        verdict = msgspec.json.decode(error.detail)
-        raise PreconditionLost(verdict["index"], verdict["reason"], verdict["version"], verdict["value"]) from None
+        answer = await store.kv.apply(prepared.ops.decode(), MAX_READ_BYTES)
+    except PreconditionFailed as failed:
+        raise PreconditionLost(failed.index, failed.reason, failed.version, failed.value) from None
+    # msgspec, not orjson: a stored integer past 64 bits comes back exactly
+    applied = msgspec.json.decode(answer)
     results: list[dict] = [{}] * prepared.count
     for result in applied:
         results[result["index"]] = result
     return results
-

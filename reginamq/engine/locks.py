@@ -22,18 +22,14 @@ import msgspec
 import orjson
 
 from reginamq.common.errors import refuse
+from reginamq.store import Store
 
 MAX_NAME_BYTES = 256
 MAX_OWNER_BYTES = 256
 MAX_LIMIT = 1024
 MAX_OPS = 64
 MAX_TTL_SECONDS = 365 * 86_400
-SQL = {
-    "acquire": "SELECT rq_lock_acquire($1, $2, $3, $4)",
-    "renew": "SELECT rq_lock_renew($1, $2, $3, $4, $5)",
-    "release": "SELECT rq_lock_release($1, $2, $3)",
-    "get": "SELECT jsonb_build_object('holders', rq_lock_holders($1))",
-}
+OPS = ("acquire", "renew", "release", "get")
 
 
 class LockOp(msgspec.Struct):
@@ -65,9 +61,9 @@ def _integer(where: str, field: str, value: Any, low: int, high: int) -> int:
 
 
 def _arguments(index: int, op: LockOp) -> tuple:
-    """The op's SQL arguments, after its fields are checked."""
+    """The op's arguments for the store, after its fields are checked."""
     where = f"op at index {index}"
-    if op.op not in SQL:
+    if op.op not in OPS:
         _refuse(where, f"unknown operation {op.op!r} (one of acquire, renew, release, get)")
     name = _text(where, "name", op.name, MAX_NAME_BYTES, no_hash=True)
     owner = None if op.owner is None else _text(where, "owner", op.owner, MAX_OWNER_BYTES)
@@ -90,11 +86,13 @@ def prepare(operations: list[LockOp]) -> list[tuple[str, tuple]]:
     return [(op.op, _arguments(index, op)) for index, op in enumerate(operations)]
 
 
-async def run(conn, prepared: list[tuple[str, tuple]]) -> list[dict]:
+async def run(store: Store, prepared: list[tuple[str, tuple]]) -> list[dict]:
     """Each op in its own statement (its own transaction): one op's verdict never undoes another's."""
+    calls = {"acquire": store.locks.acquire, "renew": store.locks.renew, "release": store.locks.release,
+             "get": store.locks.holders}
     results = []
     for index, (kind, arguments) in enumerate(prepared):
-        answer = orjson.loads(await conn.fetchval(SQL[kind], *arguments))
+        answer = orjson.loads(await calls[kind](*arguments))
         if kind == "get":
             answer["held"] = bool(answer["holders"])
         results.append({"index": index, "op": kind, "name": arguments[0], **answer})

@@ -8,13 +8,14 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
+from reginamq.store import Store
+
 
 class OpBatch(msgspec.Struct):
     ops: bytes   # the JSON array the function reads, in apply order
     count: int
 
 
-async def alone(conn, apply: Callable[[object, OpBatch], Awaitable[list[dict]]], batch: OpBatch) -> list[dict]:
+async def alone(store: Store, apply: Callable[[Store, OpBatch], Awaitable[list[dict]]], batch: OpBatch) -> list[dict]:
     """``apply`` of the batch in a database transaction of its own."""
-    async with conn.transaction():
-        return await apply(conn, batch)
+    return await store.atomically(lambda tx: apply(tx, batch))

@@ -26,11 +26,8 @@ import orjson
 from reginamq.common.errors import BadRequest
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.names import check_name, check_queue_name
+from reginamq.store import Store
 
-FETCH_SQL = ("SELECT entry, found, high_watermark, log_start, base_offset, created_at, txids, payloads, deleted "
-             "FROM rq_fetch($1, $2, $3, $4, $5)")
-CHANGED_SQL = ("SELECT found, safe_time, id::text, name, last_offset, log_start, last_write_at, created_at "
-               "FROM rq_partitions_changed($1, $2, $3, $4, $5)")
 MAX_ENTRIES = 1024
 ENTRY_BYTES = 8 * 1024 * 1024  # the most one entry reads; a larger maxBytes is read as this
 CALL_BYTES = 16 * 1024 * 1024  # the most one call reads
@@ -66,15 +63,15 @@ class ChangedBody(msgspec.Struct):
     entries: Annotated[list[ChangedEntry], msgspec.Meta(min_length=1, max_length=MAX_ENTRIES)]
 
 
-async def fetch(conn, body: FetchBody, reveal) -> dict:
+async def fetch(store: Store, body: FetchBody, reveal) -> dict:
     """Every entry's records from its offset on, within its byte budget and the call's."""
     entries, call_budget = body.entries, min(body.maxBytes, CALL_BYTES)
     for entry in entries:
         check_queue_name(entry.queue)
         check_name("partition", entry.partition)
     budgets = [min(e.maxBytes, ENTRY_BYTES) for e in entries]
-    rows = await conn.fetch(FETCH_SQL, [e.queue for e in entries], [e.partition for e in entries],
-                            [e.offset for e in entries], budgets, call_budget)
+    rows = await store.reads.records([e.queue for e in entries], [e.partition for e in entries],
+                                     [e.offset for e in entries], budgets, call_budget)
     answers = [{"queue": e.queue, "partition": e.partition, "records": [], "highWatermark": 0,
                 "logStartOffset": 0, "nextOffset": e.offset} for e in entries]
     used, call_left = [0] * len(entries), call_budget
@@ -144,11 +141,11 @@ def changed_query(entry: ChangedEntry, since: datetime | None) -> ChangedQuery:
                         entry.limit)
 
 
-async def changed(conn, queries: list[ChangedQuery]) -> dict:
+async def changed(store: Store, queries: list[ChangedQuery]) -> dict:
     """Each query's page of partitions, and the smallest safe time of the pages."""
     answers, safe = [], None
     for query in queries:
-        rows = await conn.fetch(CHANGED_SQL, query.queue, query.since, *query.after, query.limit)
+        rows = await store.reads.changed(query.queue, query.since, *query.after, query.limit)
         safe = rows[0][1] if safe is None else min(safe, rows[0][1])
         if not rows[0][0]:
             answers.append({"queue": query.queue, "partitions": [], "next": None, "error": UNKNOWN})

@@ -29,10 +29,8 @@ from reginamq.engine import push as pushes
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, check_uuid
 from reginamq.engine.sealing import Sealer
+from reginamq.store import Store
 
-REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5)"
-STATE_SQL = "SELECT key, value, updated_at FROM rq_stream_state_get($1, $2, $3, $4, $5)"
-APPLY_SQL = "SELECT rq_stream_state_apply($1, $2, $3, $4, $5)"
 MAX_STATE_OPS = 10_000
 MAX_KEYS = 10_000
 MAX_KEY_LENGTH = 4096
@@ -88,12 +86,12 @@ class Refused(Exception):
     """The cycle cannot commit; everything it did so far is rolled back."""
 
 
-async def register(conn, body: Register) -> dict:
+async def register(store: Store, body: Register) -> dict:
     name = check_name("name", body.name)
     source = check_queue_name(body.source_queue, "source_queue")
     sink = check_queue_name(body.sink_queue, "sink_queue") if body.sink_queue else None
     config_hash = check_name("config_hash", body.config_hash)
-    row = await conn.fetchrow(REGISTER_SQL, name, source, sink, config_hash, body.reset)
+    row = await store.streams.register(name, source, sink, config_hash, body.reset)
     answer = {"success": not row[3], "query_id": row[0], "name": name}
     if row[3]:
         answer["error"] = (f"config_hash mismatch: operator chain changed for queryId {name!r}. "
@@ -102,7 +100,7 @@ async def register(conn, body: Register) -> dict:
     return {**answer, "config_hash": config_hash, "fresh": row[1], "reset": row[2]}
 
 
-async def state(conn, body: StateGet) -> bytes:
+async def state(store: Store, body: StateGet) -> bytes:
     query_id = check_uuid("query_id", body.query_id)
     partition_id = check_partition_id("partition_id", body.partition_id)
     keys = [_check_key(key) for key in body.keys or []]
@@ -110,8 +108,7 @@ async def state(conn, body: StateGet) -> bytes:
         raise BadRequest(f"at most {MAX_KEYS} keys per read")
     if body.key_prefix and "\x00" in body.key_prefix:
         raise BadRequest("key_prefix must not contain NUL")
-    rows = await conn.fetch(STATE_SQL, query_id, partition_id, keys, body.key_prefix or None,
-                            body.ripe_at_or_before)
+    rows = await store.streams.state(query_id, partition_id, keys, body.key_prefix or None, body.ripe_at_or_before)
     listed = b",".join(b'{"key":' + orjson.dumps(row[0]) + b',"value":' + row[1].encode()
                        + b',"updated_at":"' + iso_millis(row[2]) + b'"}' for row in rows)
     return b'{"success":true,"rows":[' + listed + b"]}"
@@ -135,26 +132,29 @@ def prepare(body: Cycle, producer_sub: str | None) -> tuple:
     return query_id, partition_id, body.state_ops, push, ack
 
 
-async def cycle(conn, prepared: tuple, sealer: Sealer) -> dict:
+async def cycle(store: Store, prepared: tuple, sealer: Sealer) -> dict:
     query_id, partition_id, state_ops, push, ack = prepared
     answer: dict[str, Any] = {"success": True, "query_id": query_id, "partition_id": partition_id,
                               "queueName": None, "state_ops_applied": 0, "push_results": [], "ack_result": None}
+
+    async def commit(tx: Store) -> tuple[dict | None, list[dict]]:
+        answer["queueName"] = await tx.streams.apply(
+            query_id, partition_id, [op.type == "delete" for op in state_ops], [op.key for op in state_ops],
+            [None if op.type == "delete" else orjson.dumps({} if op.value is None else op.value).decode()
+             for op in state_ops])
+        if answer["queueName"] is None:
+            raise Refused("query or partition not found")
+        ack_result = (await acks.write(tx, ack))[0] if ack is not None else None
+        if ack_result is not None and not ack_result["success"]:
+            raise Refused(ack_result["error"] or "acknowledgment rejected")
+        try:
+            push_results = await pushes.write(tx, push, sealer) if push is not None else []
+        except QueueFull as full:
+            raise Refused(str(full)) from None
+        return ack_result, push_results
+
     try:
-        async with conn.transaction():
-            answer["queueName"] = await conn.fetchval(
-                APPLY_SQL, query_id, partition_id, [op.type == "delete" for op in state_ops],
-                [op.key for op in state_ops],
-                [None if op.type == "delete" else orjson.dumps({} if op.value is None else op.value).decode()
-                 for op in state_ops])
-            if answer["queueName"] is None:
-                raise Refused("query or partition not found")
-            ack_result = (await acks.write(conn, ack))[0] if ack is not None else None
-            if ack_result is not None and not ack_result["success"]:
-                raise Refused(ack_result["error"] or "acknowledgment rejected")
-            try:
-                push_results = await pushes.write(conn, push, sealer) if push is not None else []
-            except QueueFull as full:
-                raise Refused(str(full)) from None
+        ack_result, push_results = await store.atomically(commit)
     except Refused as refused:
         return {**answer, "success": False, "error": str(refused)}
     answer.update(state_ops_applied=len(state_ops), push_results=push_results)

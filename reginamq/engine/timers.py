@@ -29,10 +29,8 @@ from reginamq.common.inflate import inflate
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.op_batch import OpBatch
 from reginamq.engine.push import MAX_PAYLOAD_BYTES
+from reginamq.store import Store
 
-APPLY_SQL = "SELECT rq_timers_apply($1::jsonb)"
-PEEK_SQL = "SELECT rq_timer_peek($1, $2)"
-LIST_SQL = "SELECT rq_timers_list($1, $2, $3)"
 MAX_OPS = {False: 256, True: 64}   # by whether the call rides in a transaction
 MAX_DELAY_MS = 10 * 365 * 86_400_000
 LIST_DEFAULT, LIST_MAX = 100, 1000
@@ -113,12 +111,12 @@ def prepare(operations: list[msgspec.Raw], *, in_transaction: bool = False) -> O
     return OpBatch(msgspec.json.encode(ops), len(ops))
 
 
-async def apply(conn, prepared: OpBatch) -> list[dict]:
-    """Run the ops inside the caller's transaction; one result per op, in order."""
+async def apply(store: Store, prepared: OpBatch) -> list[dict]:
+    """Run the ops in ``store``'s transaction (one of :meth:`Store.atomically`: the call's own,
+    or the transaction's that carries the rider); one result per op, in order."""
     if not prepared.count:
         return []
-    return msgspec.json.decode(await conn.fetchval(APPLY_SQL, prepared.ops.decode()))
-
+    return msgspec.json.decode(await store.timers.apply(prepared.ops.decode()))
 
 
 def cancel_op(queue: str, key: str, txn: str | None) -> OpBatch:
@@ -126,9 +124,9 @@ def cancel_op(queue: str, key: str, txn: str | None) -> OpBatch:
     return prepare([msgspec.Raw(msgspec.json.encode({"op": "cancel", "queue": queue, "timerKey": key, "txn": txn}))])
 
 
-async def peek(conn, queue: str, key: str) -> bytes:
-    return (await conn.fetchval(PEEK_SQL, check_queue_name(queue), check_name("timerKey", key))).encode()
+async def peek(store: Store, queue: str, key: str) -> bytes:
+    return (await store.timers.peek(check_queue_name(queue), check_name("timerKey", key))).encode()
 
 
-async def page(conn, queue: str, after: str | None, limit: int) -> bytes:
-    return (await conn.fetchval(LIST_SQL, check_queue_name(queue), after, limit)).encode()
+async def page(store: Store, queue: str, after: str | None, limit: int) -> bytes:
+    return (await store.timers.page(check_queue_name(queue), after, limit)).encode()

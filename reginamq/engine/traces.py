@@ -21,13 +21,10 @@ import uuid_utils
 from reginamq.common.errors import BadRequest
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.names import QUEUE_MODE, check_name, check_partition_id
+from reginamq.store import Store
 
 MAX_DATA_BYTES = 64 * 1024
 MAX_NAMES = 16
-ADD_SQL = "SELECT rq_trace_add($1, $2, $3, $4, $5, $6::text::jsonb, $7)"
-FOR_MESSAGE_SQL = "SELECT * FROM rq_traces_for_message($1, $2, $3)"
-BY_NAME_SQL = "SELECT * FROM rq_traces_by_name($1, $2, $3, $4, $5)"
-NAMES_SQL = "SELECT * FROM rq_trace_names_page($1, $2, $3)"
 
 
 class TraceBody(msgspec.Struct, forbid_unknown_fields=False):
@@ -72,9 +69,9 @@ def prepare(body: TraceBody) -> PreparedTrace:
     )
 
 
-async def add(conn, trace: PreparedTrace) -> datetime:
-    return await conn.fetchval(ADD_SQL, trace.id, trace.partition_id, trace.txid, trace.group,
-                               trace.event_type, trace.data, trace.names)
+async def add(store: Store, trace: PreparedTrace) -> datetime:
+    return await store.traces.add(trace.id, trace.partition_id, trace.txid, trace.group, trace.event_type,
+                                  trace.data, trace.names)
 
 
 def _render(row) -> dict:
@@ -93,29 +90,29 @@ def _render(row) -> dict:
     }
 
 
-async def for_message(conn, partition_id: str, txid: str, limit: int) -> dict:
+async def for_message(store: Store, partition_id: str, txid: str, limit: int) -> dict:
     """A message's traces, oldest first."""
-    return {"traces": [_render(r) for r in await conn.fetch(FOR_MESSAGE_SQL, partition_id, txid, limit)]}
+    return {"traces": [_render(r) for r in await store.traces.for_message(partition_id, txid, limit)]}
 
 
-async def by_name(conn, name: str, since: datetime | None, until: datetime | None, limit: int,
+async def by_name(store: Store, name: str, since: datetime | None, until: datetime | None, limit: int,
                   offset: int) -> dict:
     """A page of the traces carrying a name, newest first."""
-    rows = await conn.fetch(BY_NAME_SQL, name, since, until, limit, offset)
+    rows = await store.traces.by_name(name, since, until, limit, offset)
     total = rows[0]["total"] if rows else None
     if total is None:
-        first = await conn.fetch(BY_NAME_SQL, name, since, until, 1, 0) if offset else []
+        first = await store.traces.by_name(name, since, until, 1, 0) if offset else []
         total = first[0]["total"] if first else 0
     return {"traces": [_render(r) for r in rows], "total": total,
             "pagination": {"limit": limit, "offset": offset}}
 
 
-async def names(conn, search: str | None, limit: int, offset: int) -> dict:
+async def names(store: Store, search: str | None, limit: int, offset: int) -> dict:
     """A page of the trace names, the most recently used first."""
-    rows = await conn.fetch(NAMES_SQL, search, limit, offset)
+    rows = await store.traces.names(search, limit, offset)
     total = rows[0]["total"] if rows else None
     if total is None:
-        first = await conn.fetch(NAMES_SQL, search, 1, 0) if offset else []
+        first = await store.traces.names(search, 1, 0) if offset else []
         total = first[0]["total"] if first else 0
     return {
         "trace_names": [{"trace_name": r["name"], "trace_count": r["trace_count"],

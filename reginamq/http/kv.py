@@ -26,7 +26,7 @@ class KvBody(msgspec.Struct):
 async def _run(broker: Broker, prepared: op_batch.OpBatch) -> dict | list[dict]:
     """The results, or the verdict of a ``required`` op that lost (the call rolled back)."""
     try:
-        return await broker.run(lambda conn: op_batch.alone(conn, kv.apply, prepared))
+        return await op_batch.alone(broker.store, kv.apply, prepared)
     except kv.PreconditionLost as lost:
         return {**lost.answer(lost.index), "results": []}
 

@@ -18,7 +18,7 @@ class LocksBody(msgspec.Struct):
 
 async def apply(broker: Broker, request: Request) -> responses.Response:
     prepared = locks.prepare(request.json(LocksBody).operations)
-    return responses.json(200, {"results": await broker.run(lambda conn: locks.run(conn, prepared))})
+    return responses.json(200, {"results": await locks.run(broker.store, prepared)})
 
 
 ROUTES: list = [

@@ -140,7 +140,7 @@ KV_LOST = obj({"ok": {"const": False}, "success": {"const": False}, "reason": {"
                "error": STRING, "failedIndex": INTEGER, "kvReason": STRING, "version": INTEGER, "value": ANY,
                "results": array(ANY)}, ["ok", "reason", "failedIndex", "kvReason"])
 KV_ONE = {"anyOf": [KV_RESULT, KV_LOST]}
-LOCK_OP = obj({"op": {"type": "string", "enum": list(locks.SQL)}, "name": STRING,
+LOCK_OP = obj({"op": {"type": "string", "enum": list(locks.OPS)}, "name": STRING,
                "ttlSeconds": int_range(1, locks.MAX_TTL_SECONDS), "owner": STRING,
                "limit": int_range(1, locks.MAX_LIMIT), "token": int_range(1, kv.INT64),
                "slot": int_range(0, locks.MAX_LIMIT - 1)}, ["op", "name"])

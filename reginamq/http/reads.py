@@ -16,13 +16,13 @@ from reginamq.security.roles import READ_ONLY
 
 async def fetch(broker: Broker, request: Request) -> responses.Response:
     body = request.json(reads.FetchBody)
-    return responses.json(200, await broker.run(lambda conn: reads.fetch(conn, body, broker.sealer.reveal)))
+    return responses.json(200, await reads.fetch(broker.store, body, broker.sealer.reveal))
 
 
 async def partitions_changed(broker: Broker, request: Request) -> responses.Response:
     entries = request.json(reads.ChangedBody).entries
     queries = [reads.changed_query(entry, None if entry.since is None else _since(entry.since)) for entry in entries]
-    return responses.json(200, await broker.run(lambda conn: reads.changed(conn, queries)))
+    return responses.json(200, await reads.changed(broker.store, queries))
 
 
 def _since(raw: str):

@@ -13,19 +13,19 @@ from reginamq.security.roles import READ_ONLY, READ_WRITE
 async def register(broker: Broker, request: Request) -> responses.Response:
     """200 with the query's id; 409 when the name is registered with another operator chain."""
     body = request.json(streams.Register)
-    answer = await broker.run(lambda conn: streams.register(conn, body))
+    answer = await streams.register(broker.store, body)
     return responses.json(200 if answer["success"] else 409, answer)
 
 
 async def state(broker: Broker, request: Request) -> responses.Response:
     body = request.json(streams.StateGet)
-    return 200, await broker.run(lambda conn: streams.state(conn, body))
+    return 200, await streams.state(broker.store, body)
 
 
 async def cycle(broker: Broker, request: Request) -> responses.Response:
     """200 either way: ``success:false`` with the reason when the cycle was rolled back."""
     prepared = streams.prepare(request.json(streams.Cycle), request.subject)
-    answer = await broker.run(lambda conn: streams.cycle(conn, prepared, broker.sealer))
+    answer = await streams.cycle(broker.store, prepared, broker.sealer)
     broker.meter.cycled(answer)
     return responses.json(200, answer)
 

@@ -21,19 +21,19 @@ class TimersBody(msgspec.Struct):
 
 async def apply(broker: Broker, request: Request) -> responses.Response:
     prepared = timers.prepare(request.json(TimersBody).operations)
-    return responses.json(200, {"results": await broker.run(lambda conn: op_batch.alone(conn, timers.apply, prepared))})
+    return responses.json(200, {"results": await op_batch.alone(broker.store, timers.apply, prepared)})
 
 
 async def cancel(broker: Broker, request: Request) -> responses.Response:
     prepared = timers.cancel_op(request.path_params["queue"], request.path_params["timerKey"],
                                 request.query("txn") or None)
-    [result] = await broker.run(lambda conn: op_batch.alone(conn, timers.apply, prepared))
+    [result] = await op_batch.alone(broker.store, timers.apply, prepared)
     return responses.json(200, result)
 
 
 async def peek(broker: Broker, request: Request) -> responses.Response:
     queue, key = request.path_params["queue"], request.path_params["timerKey"]
-    return 200, await broker.run(lambda conn: timers.peek(conn, queue, key))
+    return 200, await timers.peek(broker.store, queue, key)
 
 
 async def page(broker: Broker, request: Request) -> responses.Response:
@@ -43,7 +43,7 @@ async def page(broker: Broker, request: Request) -> responses.Response:
     # clamped, never refused: the client cannot know the broker's ceiling
     limit = min(max(request.query_int("limit", timers.LIST_DEFAULT, -2**31, 2**31), 1), timers.LIST_MAX)
     queue = request.path_params["queue"]
-    return 200, await broker.run(lambda conn: timers.page(conn, queue, after, limit))
+    return 200, await timers.page(broker.store, queue, after, limit)
 
 
 ROUTES: list = [

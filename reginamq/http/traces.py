@@ -19,7 +19,7 @@ MAX_TIMELINE = 10_000
 
 async def record(broker: Broker, request: Request) -> responses.Response:
     trace = traces.prepare(request.json(traces.TraceBody))
-    created_at = await broker.run(lambda conn: traces.add(conn, trace))
+    created_at = await traces.add(broker.store, trace)
     return responses.json(201, {"success": True, "traceId": trace.id,
                                 "createdAt": traces.iso_millis(created_at).decode()})
 
@@ -28,7 +28,7 @@ async def for_message(broker: Broker, request: Request) -> responses.Response:
     partition_id = check_partition_id("partitionId", request.path_params["partitionId"])
     txid = check_name("transactionId", request.path_params["transactionId"])
     limit = request.query_int("limit", MAX_TIMELINE, 1, MAX_TIMELINE)
-    return responses.json(200, await broker.run(lambda conn: traces.for_message(conn, partition_id, txid, limit)))
+    return responses.json(200, await traces.for_message(broker.store, partition_id, txid, limit))
 
 
 async def by_name(broker: Broker, request: Request) -> responses.Response:
@@ -36,8 +36,7 @@ async def by_name(broker: Broker, request: Request) -> responses.Response:
     since, until = request.query_timestamp("from"), request.query_timestamp("to")
     limit = request.query_int("limit", 100, 1, MAX_PAGE)
     offset = request.query_int("offset", 0, 0, 2**31 - 1)
-    return responses.json(200, await broker.run(
-        lambda conn: traces.by_name(conn, name, since, until, limit, offset)))
+    return responses.json(200, await traces.by_name(broker.store, name, since, until, limit, offset))
 
 
 async def names(broker: Broker, request: Request) -> responses.Response:
@@ -45,7 +44,7 @@ async def names(broker: Broker, request: Request) -> responses.Response:
     search = check_name("search", search) if search else None
     limit = request.query_int("limit", 100, 1, MAX_PAGE)
     offset = request.query_int("offset", 0, 0, 2**31 - 1)
-    return responses.json(200, await broker.run(lambda conn: traces.names(conn, search, limit, offset)))
+    return responses.json(200, await traces.names(broker.store, search, limit, offset))
 
 
 ROUTES: list = [

@@ -22,7 +22,14 @@ The families:
 - ``browse``: single messages for operators: page, read, delete, retry (:mod:`.browse`);
 - ``statistics``: the refresh and the counters and gauges it leaves (:mod:`.statistics`);
 - ``process_metrics``: each process's row a minute and Queen's process analytics (:mod:`.process_metrics`);
-- ``housekeeping``: the stats loop's bounded purge steps and new tables' ANALYZE (:mod:`.housekeeping`).
+- ``housekeeping``: the stats loop's bounded purge steps and new tables' ANALYZE (:mod:`.housekeeping`);
+- ``traces``: events recorded against a message, found by message or by name (:mod:`.traces`);
+- ``reads``: reads by offset and partition discovery, no lease and no cursor (:mod:`.reads`);
+- ``streams``: streaming queries' registration and state rows per partition (:mod:`.streams`);
+- ``locks``: locks and semaphores as key/value permits with a lifetime (:mod:`.locks`);
+- ``kv``: the key/value store's ops, applied by one function (:mod:`.kv`);
+- ``timers``: timers' schedule, peek and page, and the fire's take and back-off (:mod:`.timers`);
+- ``ephemeral``: ephemeral queues on UNLOGGED tables, and their declarations (:mod:`.ephemeral`).
 
 A second backend is another implementation of these families behind the same names.
 """
@@ -36,11 +43,18 @@ from reginamq.store.browse import Browse
 from reginamq.store.consumer_groups import ConsumerGroups
 from reginamq.store.database import Database, Executor, Session
 from reginamq.store.dead_letters import DeadLetters
+from reginamq.store.ephemeral import Ephemeral
 from reginamq.store.housekeeping import Housekeeping
+from reginamq.store.kv import KeyValues
+from reginamq.store.locks import Locks
 from reginamq.store.process_metrics import ProcessMetrics
 from reginamq.store.queues import Queues
+from reginamq.store.reads import Reads
 from reginamq.store.resources import Resources
 from reginamq.store.statistics import Statistics
+from reginamq.store.streams import Streams
+from reginamq.store.timers import Timers
+from reginamq.store.traces import Traces
 
 T = TypeVar("T")
 
@@ -58,6 +72,13 @@ class Store:
         self.statistics = Statistics(executor)
         self.process_metrics = ProcessMetrics(executor)
         self.housekeeping = Housekeeping(executor)
+        self.traces = Traces(executor)
+        self.reads = Reads(executor)
+        self.streams = Streams(executor)
+        self.locks = Locks(executor)
+        self.kv = KeyValues(executor)
+        self.timers = Timers(executor)
+        self.ephemeral = Ephemeral(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when
