@@ -49,12 +49,12 @@ class Broker:
         self.pushes = PushFusion(self.run, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
-        self.retention = RetentionLoop(self.run, settings.maintenance_interval,
+        self.retention = RetentionLoop(self.store, settings.maintenance_interval,
                                        settings.retention_parallelism, settings.partition_idle_days)
         self.stats_loop = StatsLoop(self.run, self.store, settings.maintenance_interval)
         self.meter = Meter()
         self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
-        self.timer_fire = TimerFire(self.run, self.sealer)
+        self.timer_fire = TimerFire(self.store, self.sealer)
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""

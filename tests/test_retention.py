@@ -17,11 +17,13 @@ import os
 import time
 import uuid
 
-import asyncpg
 import httpx
 import pytest
 
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
+from reginamq.store import Store
+from reginamq.store.database import Database
+from reginamq.store.retention import STEP_SQL
 from reginamq.store.schema import apply_schema
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
 from tests.test_maintenance import _is, configure, consume_all, push, segments
@@ -366,12 +368,8 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
     period's walk and deleted by its own period's walk when they fall due, not left to the
     sweep (whose next walk is a minute away)."""
     short, long_ = f"{queue}-short", f"{queue}-long"
-    pool = await asyncpg.create_pool(own_database, min_size=1, max_size=2)
-
-    async def run(call):
-        async with pool.acquire() as conn:
-            return await call(conn)
-
+    database = Database(own_database, 2)
+    await database.open()
     try:
         async with retention_lease(own_db):
             await add_queue(own_db, short, '{"completedRetentionSeconds": 2}')
@@ -380,7 +378,7 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
             await add_segment(own_db, partition, 0, 0, "now")
             await own_db.execute("UPDATE rq_segments SET created_at = now() - interval '2 seconds' "
                                  "WHERE partition_id = $1", partition)
-            loop = RetentionLoop(run, interval=5.0)
+            loop = RetentionLoop(Store(database), interval=5.0)
             await loop.round()  # the 2-s walk passes it (not due for its queue); the sweep too
             assert await kept_segments(own_db, partition) == [0]
             await asyncio.sleep(2.5)
@@ -389,7 +387,7 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
             assert await own_db.fetchval("SELECT evicted FROM rq_retention_totals WHERE queue_id = $1 "
                                          "AND worker = $2", qid, DUE_WORKER) == 1
     finally:
-        await pool.close()
+        await database.close()
 
 
 async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db, queue):
@@ -567,26 +565,22 @@ async def test_a_worker_walks_its_range_again_only_after_the_walk_period(fresh_d
     monkeypatch.setattr(retention, "WALK_SHARE", float("inf"))
     sweep_steps = []
 
-    class CountingConnection:
-        def __init__(self, conn):
-            self._conn = conn
+    class CountingExecutor:
+        def __init__(self, database):
+            self._database = database
 
         async def fetchrow(self, sql, *args):
-            if sql == retention.STEP_SQL:
+            if sql == STEP_SQL:
                 sweep_steps.append(args[0])
-            return await self._conn.fetchrow(sql, *args)
+            return await self._database.fetchrow(sql, *args)
 
         async def fetchval(self, sql, *args):
-            return await self._conn.fetchval(sql, *args)
+            return await self._database.fetchval(sql, *args)
 
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=3)
-
-    async def run(call):
-        async with pool.acquire() as conn:
-            return await call(CountingConnection(conn))
-
+    database = Database(database_url, 3)
+    await database.open()
     try:
-        loop = retention.RetentionLoop(run, interval=0.2, parallelism=2)
+        loop = retention.RetentionLoop(Store(CountingExecutor(database)), interval=0.2, parallelism=2)
         await loop.round()
         walked = len(sweep_steps)
         assert walked >= 2  # both workers swept their ranges
@@ -597,7 +591,7 @@ async def test_a_worker_walks_its_range_again_only_after_the_walk_period(fresh_d
         await loop.round()
         assert len(sweep_steps) >= 2  # swept again
     finally:
-        await pool.close()
+        await database.close()
 
 
 def test_a_walk_that_runs_late_or_meets_backlog_does_not_rest():
@@ -605,7 +599,7 @@ def test_a_walk_that_runs_late_or_meets_backlog_does_not_rest():
     segments overdue by a walk period or more, is followed at once."""
     from reginamq.maintenance import retention
 
-    loop = retention.RetentionLoop(run=None, interval=5.0, parallelism=4)
+    loop = retention.RetentionLoop(store=None, interval=5.0, parallelism=4)
     period = retention.WALK_INTERVALS * 5.0
     assert loop.rest_after({"segments": 10, "overdue": period - 1}, 0.1) == pytest.approx(0.1 * 15)
     assert loop.rest_after({"segments": 0, "overdue": 0.0}, 0.02) == pytest.approx(0.02 * 15)
@@ -617,7 +611,7 @@ async def test_a_walk_that_finds_little_to_delete_rests_between_steps(http, queu
     """Unpaced, four workers walking the partitions that hold data took both cores of a small
     machine every walk period, and pushes and pops queued behind them. After a step that
     deleted less than a full step, a worker rests for ``rest_per_busy`` times the step's own
-    duration. Steps are timed on the real database, through the connection they ran on."""
+    duration. Steps are timed on the real database, through the executor they ran on."""
     from reginamq.maintenance import retention
 
     for partition in range(12):
@@ -625,30 +619,26 @@ async def test_a_walk_that_finds_little_to_delete_rests_between_steps(http, queu
     monkeypatch.setattr(retention, "WINDOW_PARTITIONS", 2)  # a walk of several steps
     steps = []
 
-    class TimedConnection:
-        def __init__(self, conn):
-            self._conn = conn
+    class TimedExecutor:
+        def __init__(self, database):
+            self._database = database
 
         async def fetchrow(self, sql, *args):
             began = time.monotonic()
-            row = await self._conn.fetchrow(sql, *args)
-            if sql == retention.STEP_SQL:
+            row = await self._database.fetchrow(sql, *args)
+            if sql == STEP_SQL:
                 steps.append((began, time.monotonic(), row["segments"]))
             return row
 
         async def fetchval(self, sql, *args):
-            return await self._conn.fetchval(sql, *args)
+            return await self._database.fetchval(sql, *args)
 
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
-
-    async def run(call):
-        async with pool.acquire() as conn:
-            return await call(TimedConnection(conn))
-
+    database = Database(database_url, 2)
+    await database.open()
     try:
-        await retention.RetentionLoop(run, interval=5.0, parallelism=1).round()
+        await retention.RetentionLoop(Store(TimedExecutor(database)), interval=5.0, parallelism=1).round()
     finally:
-        await pool.close()
+        await database.close()
     assert len(steps) >= 6, steps  # twelve partitions of this queue alone, two a step
     rest = retention.rest_per_busy(1)
     assert rest == 3.0  # one worker keeps to a quarter of a core

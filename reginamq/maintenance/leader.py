@@ -13,17 +13,17 @@ import socket
 import uuid
 
 from reginamq.common.periodic import Periodic
+from reginamq.store import Store
 
 LEASE_SECONDS = 15
-TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"
 
 
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-async def take(conn, name: str, holder: str) -> bool:
-    return bool(await conn.fetchval(TAKE_SQL, name, holder, LEASE_SECONDS))
+async def take(store: Store, name: str, holder: str) -> bool:
+    return await store.leadership.take(name, holder, LEASE_SECONDS)
 
 
 class ElectedLoop(Periodic):
@@ -37,14 +37,14 @@ class ElectedLoop(Periodic):
     # over a million partitions) spaces the rounds out instead of occupying a core.
     MAX_DUTY_CYCLE = 1.0
 
-    def __init__(self, run, interval: float):
+    def __init__(self, store: Store, interval: float):
         super().__init__(interval, self.LEASE_NAME)
-        self._run = run
+        self._store = store
         self._holder = holder_id()
         self.rounds = 0
 
     async def tick(self) -> None:
-        if await self._run(lambda conn: take(conn, self.LEASE_NAME, self._holder)):
+        if await take(self._store, self.LEASE_NAME, self._holder):
             await self.round()
             self.rounds += 1
 

@@ -3,37 +3,34 @@
 Every ``interval`` seconds each broker process asks for the ``retention`` lease; the holder
 runs a round. A round has two parts:
 
-- **The due walks** delete what fell due since the last round. Segments are indexed in
-  creation order (``rq_segments_due``), and for each retention period in use (the distinct
+- **The due walks** delete what fell due since the last round. Segments are indexed in creation
+  order (``rq_segments_due``), and for each retention period in use (the distinct
   retentionSeconds, maxWaitTimeSeconds and completedRetentionSeconds of the queues) a walk
   keeps a position in that order and reads on, in steps of ``DUE_WINDOW`` segments
   (``rq_retention_due_step``), until it reaches the segments younger than its period. Each
-  segment that goes for its own queue's rules takes its partition's older segments with it;
-  one that stays (not consumed yet, or its queue keeps longer) is passed. Their cost is the
-  data that falls due: finding it by visiting every partition that holds data (each holding a
-  young segment or two) took twice the backend time at 100,000 partitions (docs/benchmarks.md,
-  "Retention finds what fell due"). Unpaced: a walk only reads what is due, and a round's
-  share is what the load pushed in an interval. The walks take at most half a round
-  (``WALKS_SHARE_OF_ROUND``), so the sweep always gets its turn.
+  segment that goes for its own queue's rules takes its partition's older segments with it; one
+  that stays (not consumed yet, or its queue keeps longer) is passed. Their cost is the data
+  that falls due, not the partitions that hold data (most of which hold only a young segment or
+  two, which a visit to every partition would read for nothing). Unpaced: a walk only reads
+  what is due, and a round's share is what the load pushed in an interval. The walks take at
+  most half a round (``WALKS_SHARE_OF_ROUND``), so the sweep always gets its turn.
 - **The sweep** deletes what the walks passed: segments whose readers caught up after their
   time, and segments committed after a walk had passed their creation time. It leaves to the
-  walks a partition whose oldest segment fell due less than a walk period ago (at a million
-  partitions each pass met every partition fallen due since the last walk, which the next
-  walk deletes anyway). ``parallelism`` workers at once, each over its own contiguous range
-  of partition ids (ids are random UUIDs, so the ranges hold about the same number of
-  partitions and never overlap: two workers never delete in the same partition), each
-  walking the partitions of its range that hold segments in bounded steps
-  (``rq_retention_step``: a window of such partitions, at most ``STEP_ROWS`` segments
-  deleted, one short transaction). A worker that runs out of round
-  time resumes where it stopped in the next round; one that finished its range starts the
-  next sweep of it only ``WALK_INTERVALS`` intervals after it started the last one. A sweep
-  that keeps up is paced: after its steps a worker rests so that the sweep, all workers
-  together, takes at most ``WALK_SHARE`` of one core (unpaced, four workers walking the
-  60,000 partitions that hold data at a million-partition run took two cores for a second or
-  two, and every push and pop waited behind them: docs/benchmarks.md, "Where the extra
-  latency goes, and pacing the retention walk"). A sweep that does not keep up is not paced:
-  a step that deleted a full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or
-  more, is followed at once.
+  walks a partition whose oldest segment fell due less than a walk period ago (with many
+  partitions a pass would otherwise meet every partition fallen due since the last walk, which
+  the next walk deletes anyway). ``parallelism`` workers at once, each over its own contiguous
+  range of partition ids (ids are random UUIDs, so the ranges hold about the same number of
+  partitions and never overlap: two workers never delete in the same partition), each walking
+  the partitions of its range that hold segments in bounded steps (``rq_retention_step``: a
+  window of such partitions, at most ``STEP_ROWS`` segments deleted, one short transaction). A
+  worker that runs out of round time resumes where it stopped in the next round; one that
+  finished its range starts the next sweep of it only ``WALK_INTERVALS`` intervals after it
+  started the last one. A sweep that keeps up is paced: after its steps a worker rests so that
+  the sweep, all workers together, takes at most ``WALK_SHARE`` of one core (unpaced, the
+  workers walking many partitions that hold data take whole cores at once, and every push and
+  pop waits behind them). A sweep that does not keep up is not paced: a step that deleted a
+  full ``STEP_ROWS`` (backlog), or segments overdue by a walk period or more, is followed at
+  once.
 
 The walks run before the sweep, not beside it; what either deleted is counted from what its
 DELETE removed, so nothing is counted twice even when a lease changes hands mid-step. Then the
@@ -43,8 +40,8 @@ each transaction short, so pushes and pops never queue behind a long delete.
 With ``idle_days`` > 0, each sweep worker also takes one step per round of the idle-partition
 cleanup (``rq_idle_partitions_step``: ``IDLE_WINDOW`` partitions of its range, the empty ones
 idle that long deleted). That walk has to look at every partition, empty or not, so it is
-paced rather than run to the end: partitions go idle over days, and walking a million of them
-at full speed each round kept a core busy.
+paced rather than run to the end: partitions go idle over days, and walking all of them at
+full speed each round would keep a core busy.
 """
 
 from __future__ import annotations
@@ -56,6 +53,7 @@ import time
 import uuid
 
 from reginamq.maintenance import leader
+from reginamq.store import Store
 
 log = logging.getLogger("reginamq.retention")
 
@@ -63,10 +61,8 @@ STEP_ROWS = 1_000
 WINDOW_PARTITIONS = 1_000
 # Segments a due-walk step reads. A step looks up, deletes from and counts each partition of
 # its window once, so where partitions are written all the time a larger window shares that
-# among more of their segments: at 200 partitions and 20,000 msg/s, 50 segments a partition
-# instead of 5, and the walk took 40% less time (docs/benchmarks.md, "Retention without a
-# partition write per deletion"). Where each partition holds one segment (a million
-# partitions, each written for a second) it saves 13%.
+# among more of their segments; where each partition holds one segment, fewer and larger steps
+# still cost less than many small ones.
 DUE_WINDOW = 10_000
 DEDUP_STEP_ROWS = 10_000
 MAX_SECONDS_PER_ROUND = 4.0
@@ -76,12 +72,6 @@ WALKS_SHARE_OF_ROUND = 0.5
 WALK_INTERVALS = 12
 WALK_SHARE = 0.25
 IDLE_WINDOW = 1_000
-STEP_SQL = "SELECT * FROM rq_retention_step($1, $2, $3, $4, $5, $6)"
-DUE_SQL = "SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)"
-PERIODS_SQL = "SELECT rq_retention_periods()"
-IDLE_SQL = "SELECT * FROM rq_idle_partitions_step($1, $2, $3, $4, $5)"
-DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
-TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
 STEP_COUNTERS = ("segments", "messages", "evicted")  # what the steps report
 DUE_WORKER = -1  # the due walks' row in rq_retention_totals (sweep workers are 0..parallelism-1)
 # Where a due walk starts: before every segment.
@@ -99,8 +89,8 @@ def id_ranges(parallelism: int) -> list[tuple[uuid.UUID, uuid.UUID | None]]:
 class RetentionLoop(leader.ElectedLoop):
     LEASE_NAME = "retention"
 
-    def __init__(self, run, interval: float, parallelism: int = 1, idle_days: float = 0.0):
-        super().__init__(run, interval)
+    def __init__(self, store: Store, interval: float, parallelism: int = 1, idle_days: float = 0.0):
+        super().__init__(store, interval)
         self._ranges = id_ranges(parallelism)
         self._positions = [start for start, _ in self._ranges]
         self._idle_positions = [start for start, _ in self._ranges]
@@ -126,11 +116,11 @@ class RetentionLoop(leader.ElectedLoop):
         totals = {key: due.get(key, 0) + sum(counts[key] for counts in per_worker) for key in COUNTERS}
         totals["dedup_keys"] = 0
         while time.monotonic() < deadline:
-            deleted = await self._run(lambda conn: conn.fetchval(DEDUP_SQL, DEDUP_STEP_ROWS))
+            deleted = await self._store.retention.purge_dedup(DEDUP_STEP_ROWS)
             totals["dedup_keys"] += deleted
             if deleted < DEDUP_STEP_ROWS:
                 break
-        await self._run(lambda conn: conn.fetchval(TOTALS_PURGE_SQL))
+        await self._store.retention.purge_totals()
         if any(totals.values()):
             log.debug("retention round: %s", totals)
         return totals
@@ -139,7 +129,7 @@ class RetentionLoop(leader.ElectedLoop):
         """Each retention period's walk from its position until it reaches segments younger
         than the period. A period no queue uses any more drops its position; a new one starts
         before every segment."""
-        periods = await self._run(lambda conn: conn.fetchval(PERIODS_SQL))
+        periods = await self._store.retention.periods()
         self._due_positions = {period: self._due_positions.get(period, DUE_START) for period in periods}
         counts = dict.fromkeys(STEP_COUNTERS, 0)
         for period in periods:
@@ -148,8 +138,7 @@ class RetentionLoop(leader.ElectedLoop):
 
     async def _due_walk(self, period: int, deadline: float, counts: dict[str, int]) -> None:
         while time.monotonic() < deadline:
-            row = await self._run(lambda conn: conn.fetchrow(
-                DUE_SQL, period, *self._due_positions[period], DUE_WINDOW, DUE_WORKER))
+            row = await self._store.retention.due_step(period, *self._due_positions[period], DUE_WINDOW, DUE_WORKER)
             for key in STEP_COUNTERS:
                 counts[key] += row[key]
             self._due_positions[period] = (row["next_at"], row["next_partition"], row["next_base"])
@@ -162,8 +151,8 @@ class RetentionLoop(leader.ElectedLoop):
         start, end = self._ranges[worker]
         counts = dict.fromkeys(COUNTERS, 0)
         if self._idle_seconds > 0:
-            row = await self._run(lambda conn: conn.fetchrow(
-                IDLE_SQL, self._idle_positions[worker], end, IDLE_WINDOW, self._idle_seconds, worker))
+            row = await self._store.retention.idle_step(self._idle_positions[worker], end, IDLE_WINDOW,
+                                                        self._idle_seconds, worker)
             counts["partitions"] = row["partitions"]
             self._idle_positions[worker] = start if row["next_from"] is None else row["next_from"]
         if self._positions[worker] == start:
@@ -172,8 +161,8 @@ class RetentionLoop(leader.ElectedLoop):
             self._walk_started[worker] = time.monotonic()
         while time.monotonic() < deadline:
             began = time.monotonic()
-            row = await self._run(lambda conn: conn.fetchrow(
-                STEP_SQL, self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS, worker, self._walk_period))
+            row = await self._store.retention.sweep_step(self._positions[worker], end, WINDOW_PARTITIONS, STEP_ROWS,
+                                                         worker, self._walk_period)
             for key in STEP_COUNTERS:
                 counts[key] += row[key]
             if row["next_from"] is None:
@@ -189,8 +178,8 @@ class RetentionLoop(leader.ElectedLoop):
     def rest_after(self, row, busy: float) -> float:
         """Seconds to rest after a step that took ``busy`` seconds: none after a full step
         (backlog) or one that deleted segments overdue by a walk period or more (the walk runs
-        late: at a million partitions each holder holds one segment, so a late walk deletes
-        less than a full step and would otherwise stay paced while the database grows)."""
+        late: where each partition holds one segment, a late walk deletes less than a full step
+        and would otherwise stay paced while the database grows)."""
         if row["segments"] >= STEP_ROWS or row["overdue"] >= self._walk_period:
             return 0.0
         return busy * self._rest_per_busy

@@ -17,40 +17,44 @@ import msgspec
 from reginamq.common.errors import BadRequest, QueueFull
 from reginamq.common.periodic import Periodic
 from reginamq.engine import push as pushes
+from reginamq.engine.sealing import Sealer
+from reginamq.store import Store
+from reginamq.store.database import Row
 
-TAKE_SQL = "SELECT queue, timer_key, partition, payload, txn, message_id::text FROM rq_timers_take_due($1)"
-BACK_OFF_SQL = "SELECT rq_timers_back_off($1, $2)"
 BATCH = 1000
 INTERVAL = 0.25
 
 
 class TimerFire(Periodic):
-    def __init__(self, run, sealer, interval: float = INTERVAL):
+    def __init__(self, store: Store, sealer: Sealer, interval: float = INTERVAL):
         super().__init__(interval, "timers")
-        self._run = run
+        self._store = store
         self._sealer = sealer
 
     async def tick(self) -> None:
-        while await self._run(self._fire) == BATCH:
+        while await self._fire() == BATCH:
             pass  # a full round: more may be due
 
-    async def _fire(self, conn) -> int:
+    async def _fire(self) -> int:
         """Deliver one round; how many timers it took (refused ones included)."""
         refused: tuple[list[str], str] | None = None
-        rows: list = []
+        rows: list[Row] = []
+
+        async def deliver(tx: Store) -> None:
+            rows[:] = await tx.timers.take_due(BATCH)
+            if rows:
+                items = [pushes.PushItem(queue=row[0], partition=row[2], payload=msgspec.Raw(row[3]),
+                                         transactionId=row[4]) for row in rows]
+                await pushes.execute(tx, pushes.prepare(items, None, [row[5] for row in rows]), self._sealer)
+
         try:
-            async with conn.transaction():
-                rows = await conn.fetch(TAKE_SQL, BATCH)
-                if rows:
-                    items = [pushes.PushItem(queue=row[0], partition=row[2], payload=msgspec.Raw(row[3]),
-                                             transactionId=row[4]) for row in rows]
-                    await pushes.execute(conn, pushes.prepare(items, None, [row[5] for row in rows]), self._sealer)
+            await self._store.atomically(deliver)
         except QueueFull as full:
             refused = [entry["queue"] for entry in full.full], str(full)
         except BadRequest as error:
             refused = sorted({row[0] for row in rows}), str(error)
         if refused is not None:
-            await conn.fetchval(BACK_OFF_SQL, *refused)
+            await self._store.timers.back_off(*refused)
             self._log.warning("timers of %s could not be delivered, retried later: %s", ", ".join(refused[0]),
                               refused[1])
         return len(rows)

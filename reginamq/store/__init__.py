@@ -29,7 +29,9 @@ The families:
 - ``locks``: locks and semaphores as key/value permits with a lifetime (:mod:`.locks`);
 - ``kv``: the key/value store's ops, applied by one function (:mod:`.kv`);
 - ``timers``: timers' schedule, peek and page, and the fire's take and back-off (:mod:`.timers`);
-- ``ephemeral``: ephemeral queues on UNLOGGED tables, and their declarations (:mod:`.ephemeral`).
+- ``ephemeral``: ephemeral queues on UNLOGGED tables, and their declarations (:mod:`.ephemeral`);
+- ``retention``: retention's bounded steps and the purges behind them (:mod:`.retention`);
+- ``leadership``: the leases that elect the one process running a loop (:mod:`.leadership`).
 
 A second backend is another implementation of these families behind the same names.
 """
@@ -46,12 +48,14 @@ from reginamq.store.dead_letters import DeadLetters
 from reginamq.store.ephemeral import Ephemeral
 from reginamq.store.housekeeping import Housekeeping
 from reginamq.store.kv import KeyValues
+from reginamq.store.leadership import Leadership
 from reginamq.store.locks import Locks
 from reginamq.store.process_metrics import ProcessMetrics
 from reginamq.store.queues import Queues
 from reginamq.store.reads import Reads
 from reginamq.store.resources import Resources
 from reginamq.store.statistics import Statistics
+from reginamq.store.retention import Retention
 from reginamq.store.streams import Streams
 from reginamq.store.timers import Timers
 from reginamq.store.traces import Traces
@@ -79,6 +83,8 @@ class Store:
         self.kv = KeyValues(executor)
         self.timers = Timers(executor)
         self.ephemeral = Ephemeral(executor)
+        self.retention = Retention(executor)
+        self.leadership = Leadership(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when

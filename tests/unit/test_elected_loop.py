@@ -6,6 +6,14 @@ import asyncio
 import time
 
 from reginamq.maintenance.leader import ElectedLoop
+from reginamq.store import Store
+
+
+class LeaseAlwaysOurs:
+    """An executor that grants every lease asked of it."""
+
+    async def fetchval(self, sql, *args):
+        return True
 
 
 class SlowRounds(ElectedLoop):
@@ -13,10 +21,7 @@ class SlowRounds(ElectedLoop):
     MAX_DUTY_CYCLE = 0.25
 
     def __init__(self, round_seconds: float):
-        async def run(call):
-            return True  # the lease is always ours
-
-        super().__init__(run, interval=0.01)
+        super().__init__(Store(LeaseAlwaysOurs()), interval=0.01)
         self.round_seconds = round_seconds
         self.started: list[float] = []
 
