@@ -51,7 +51,7 @@ class Broker:
         self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.store, settings.maintenance_interval,
                                        settings.retention_parallelism, settings.partition_idle_days)
-        self.stats_loop = StatsLoop(self.run, self.store, settings.maintenance_interval)
+        self.stats_loop = StatsLoop(self.store, settings.maintenance_interval)
         self.meter = Meter()
         self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
         self.timer_fire = TimerFire(self.store, self.sealer)

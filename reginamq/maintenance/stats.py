@@ -30,7 +30,6 @@ from datetime import UTC, datetime, timedelta
 
 from reginamq.engine import ephemeral, stats
 from reginamq.maintenance import leader, process_metrics
-from reginamq.store import Store
 
 STEP_ROWS = 10_000
 MAX_STEPS = 10
@@ -57,10 +56,6 @@ def trace_retention_days() -> float:
 class StatsLoop(leader.ElectedLoop):
     LEASE_NAME = "stats"
     MAX_DUTY_CYCLE = 0.2
-
-    def __init__(self, run, store: Store, interval: float):
-        super().__init__(run, interval)  # ``run`` takes the lease (leader.py)
-        self._store = store
 
     async def round(self) -> dict[str, int]:
         store = self._store

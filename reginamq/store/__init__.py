@@ -54,8 +54,8 @@ from reginamq.store.process_metrics import ProcessMetrics
 from reginamq.store.queues import Queues
 from reginamq.store.reads import Reads
 from reginamq.store.resources import Resources
-from reginamq.store.statistics import Statistics
 from reginamq.store.retention import Retention
+from reginamq.store.statistics import Statistics
 from reginamq.store.streams import Streams
 from reginamq.store.timers import Timers
 from reginamq.store.traces import Traces

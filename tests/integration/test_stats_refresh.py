@@ -242,10 +242,7 @@ async def test_the_state_records_full_passes_only(own_db, own_store):
 
 
 async def test_the_stats_loop_spaces_full_passes_by_their_cost(own_db, own_store):
-    async def run(call):
-        return await call(own_db)
-
-    loop = StatsLoop(run, own_store, interval=5)
+    loop = StatsLoop(own_store, interval=5)
     full_at_sql = "SELECT full_at FROM rq_stats_state"
     cases = [  # (seconds since the last full pass began, how long it took, whether a full pass is due)
         (150, 2.0, False),  # full passes of 2 s at most every 200 s (1% of the time)
