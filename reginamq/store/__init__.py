@@ -31,7 +31,11 @@ The families:
 - ``timers``: timers' schedule, peek and page, and the fire's take and back-off (:mod:`.timers`);
 - ``ephemeral``: ephemeral queues on UNLOGGED tables, and their declarations (:mod:`.ephemeral`);
 - ``retention``: retention's bounded steps and the purges behind them (:mod:`.retention`);
-- ``leadership``: the leases that elect the one process running a loop (:mod:`.leadership`).
+- ``leadership``: the leases that elect the one process running a loop (:mod:`.leadership`);
+- ``messages``: push, pop, ack, lease renewal, and the look-ups of transactions and of the lease
+  watcher (:mod:`.messages`);
+- ``notices``: the notifications between processes, sent and heard (:mod:`.notices`);
+- ``queue_settings``: the queue options each process keeps a copy of (:mod:`.queue_settings`).
 
 A second backend is another implementation of these families behind the same names.
 """
@@ -50,7 +54,10 @@ from reginamq.store.housekeeping import Housekeeping
 from reginamq.store.kv import KeyValues
 from reginamq.store.leadership import Leadership
 from reginamq.store.locks import Locks
+from reginamq.store.messages import Messages
+from reginamq.store.notices import Notices
 from reginamq.store.process_metrics import ProcessMetrics
+from reginamq.store.queue_settings import QueueSettings
 from reginamq.store.queues import Queues
 from reginamq.store.reads import Reads
 from reginamq.store.resources import Resources
@@ -85,6 +92,9 @@ class Store:
         self.ephemeral = Ephemeral(executor)
         self.retention = Retention(executor)
         self.leadership = Leadership(executor)
+        self.messages = Messages(executor)
+        self.notices = Notices(executor)
+        self.queue_settings = QueueSettings(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when
