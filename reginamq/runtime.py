@@ -43,10 +43,10 @@ class Broker:
         self.autopilot = Autopilot()
         self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot,
                                on_queue_change=self.policies.forget)
-        self.lease_watcher = LeaseWatcher(self.run, self.hot, self.waiters)
+        self.lease_watcher = LeaseWatcher(self.store, self.hot, self.waiters)
         self.sealer = Sealer.from_settings(settings)
-        self.spool = Spool(settings.resolved_spool_dir(), self.run, self.sealer)
-        self.pushes = PushFusion(self.run, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
+        self.spool = Spool(settings.resolved_spool_dir(), self.store, self.sealer)
+        self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
         self.retention = RetentionLoop(self.store, settings.maintenance_interval,
@@ -64,19 +64,18 @@ class Broker:
         self.policies.forget()
 
     async def start(self) -> None:
-        dsn = self.settings.database_url
-        if not dsn:
+        if not self.settings.database_url:
             raise RuntimeError("no database URL: start through `reginamq serve`")
         await self.database.open()
         if not self.sealer.has_key:
             encrypted = frozenset()
             with contextlib.suppress(Unavailable):  # the database may be away: the spool copes
-                encrypted = await self.run(self.sealer.encrypted_queues)
+                encrypted = await self.sealer.encrypted_queues(self.store)
             if encrypted:
                 log.warning("no encryption key (REGINAMQ_ENCRYPTION_KEY): pushes and pops of the encrypted "
                             "queue(s) %s will be refused by this broker", ", ".join(sorted(encrypted)[:20]))
         self.spool.start()
-        await self.waiters.listen(dsn)
+        await self.waiters.listen(self.store)
         self.lease_watcher.start()
         self.retention.start()
         self.stats_loop.start()

@@ -16,6 +16,8 @@ import orjson
 
 from reginamq.engine import hotlist, push
 from reginamq.engine.sealing import Sealer
+from reginamq.store import Store
+from reginamq.store.database import Database
 from tests.conftest import broker_with_clean_log
 from tests.integration.helpers import pop_messages
 from tests.integration.helpers import push as push_messages
@@ -108,11 +110,14 @@ async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
     1,024 most recently written, with the sweep off, is found through its hint alone."""
     queue = f"d-{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(database_url)
+    database = Database(database_url, 1)
+    await database.open()
+    store = Store(database)
     try:
-        await push.write(conn, push.prepare([push.PushItem(queue=queue, partition="old", payload=msgspec.Raw(b"1"))]),
+        await push.write(store, push.prepare([push.PushItem(queue=queue, partition="old", payload=msgspec.Raw(b"1"))]),
                          Sealer())
         newer = [push.PushItem(queue=queue, partition=f"p{n:04d}", payload=msgspec.Raw(b"2")) for n in range(1100)]
-        await push.write(conn, push.prepare(newer), Sealer())
+        await push.write(store, push.prepare(newer), Sealer())
         await conn.execute("UPDATE rq_partitions SET last_write_at = now() + interval '1 minute' "
                            "WHERE name <> 'old' AND queue_id = (SELECT id FROM rq_queues WHERE name = $1)", queue)
         ids = dict(await conn.fetch("SELECT p.name, p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
@@ -130,6 +135,7 @@ async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
         assert await pop([]) == []  # "old" is not among the 1,024 most recent and the sweep is off
         assert await pop([ids["p0007"], ids["old"]]) == ["old"]  # a stale hint is skipped
     finally:
+        await database.close()
         await conn.close()
 
 

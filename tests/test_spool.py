@@ -8,10 +8,11 @@ import uuid
 import asyncpg
 import msgspec
 
-from reginamq.common.errors import Unavailable
 from reginamq.engine import push
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
+from reginamq.store import Store
+from reginamq.store.database import Database
 from tests.conftest import eventually
 
 
@@ -32,14 +33,9 @@ async def test_two_processes_spools_replay_in_the_order_the_node_accepted(tmp_pa
     and a record torn by a crash at the end is dropped, not replayed and not blocking."""
     queue = f"spool-{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(database_url)
-    outage = {"on": True}
-
-    async def run(call):
-        if outage["on"]:
-            raise Unavailable("database unavailable")
-        return await call(conn)
-
-    first, second = Spool(tmp_path, run, Sealer()), Spool(tmp_path, run, Sealer())
+    database = Database(database_url, 2)  # not opened yet: every call is Unavailable, an outage
+    store = Store(database)
+    first, second = Spool(tmp_path, store, Sealer()), Spool(tmp_path, store, Sealer())
     first.start()
     second.start()
     try:
@@ -49,36 +45,34 @@ async def test_two_processes_spools_replay_in_the_order_the_node_accepted(tmp_pa
         assert first.pending() and second.pending()  # both see the node's spool
         with open(tmp_path / "spool.log", "ab") as handle:
             handle.write(b"\x00\x00\x01\x00torn")  # a writer killed mid-record
-        outage["on"] = False
+        await database.open()  # the database is back
         assert await eventually(lambda: _empty(first, second), seconds=15)
         assert await stored_txids(conn, queue) == [f"{queue}-{v}" for v in range(8)]
     finally:
         await first.stop()
         await second.stop()
+        await database.close()
         await conn.close()
 
 
 async def test_a_spool_left_by_a_dead_process_is_replayed_by_the_next_one(tmp_path, database_url):
     queue = f"spool-{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(database_url)
-
-    async def down(call):
-        raise Unavailable("database unavailable")
-
-    async def up(call):
-        return await call(conn)
-
+    down = Store(Database(database_url, 1))  # never opened: the database is away for this process
     dead = Spool(tmp_path, down, Sealer())
     dead.start()
     dead.append(prepared(queue, 1, 2))
     await dead.stop(drain_seconds=0.2)  # the process goes away with the record still on disk
-    survivor = Spool(tmp_path, up, Sealer())
+    database = Database(database_url, 2)
+    await database.open()
+    survivor = Spool(tmp_path, Store(database), Sealer())
     survivor.start()
     try:
         assert await eventually(lambda: _empty(survivor), seconds=15)
         assert await stored_txids(conn, queue) == [f"{queue}-1", f"{queue}-2"]
     finally:
         await survivor.stop()
+        await database.close()
         await conn.close()
 
 

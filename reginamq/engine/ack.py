@@ -6,14 +6,8 @@ import msgspec
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine.names import check_name, check_partition_id, check_uuid, group_or_queue_mode
-from reginamq.engine.waiters import announce
-from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
+from reginamq.store import Store
 
-# every column but the errors comes joined (store/columns.py)
-ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, released FROM rq_ack("
-           f"{split_names('$1')}, {split_uuids('$2')}, {split_names('$3')}, {split_uuids('$4')}, "
-           f"{split_names('$5')}, $6)")
-EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 MAX_ACKS_PER_REQUEST = 10_000
 MAX_ERROR_LENGTH = 8192
 COMPLETED = frozenset({"completed", "success", "acked", "ok"})
@@ -53,7 +47,7 @@ def normalise_status(status: str | None) -> str:
 
 def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
     """Validate and normalise; the ids of a batch repeat (one partition, one lease), so each
-    distinct value is checked once (a UUID's check costs 2 us; a batch holds thousands)."""
+    distinct value is checked once, not once per acknowledgement of a batch of thousands."""
     if len(acks) > MAX_ACKS_PER_REQUEST:
         raise BadRequest(f"at most {MAX_ACKS_PER_REQUEST} acknowledgments per request", status=413)
     prepared = PreparedAcks([], [], [], [], [], [])
@@ -86,31 +80,26 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
     return prepared
 
 
-async def write(conn, prepared: PreparedAcks) -> list[dict]:
-    """One rq_ack call; the answer per acknowledgement, in request order.
+async def write(store: Store, prepared: PreparedAcks) -> list[dict]:
+    """One ack call (the store announces the partitions with work again); the answer per
+    acknowledgement, in request order.
 
-    rq_ack answers an item of its own only when its cursor went through the per-message rules;
-    the items of whole spans acknowledged and released (an ack of a pop, nearly every item) it
-    only counts, and every item without an answer of its own is one of them."""
+    The store answers an item of its own only when its cursor went through the per-message
+    rules; the items of whole spans acknowledged and released (an ack of a pop, nearly every
+    item) it only counts, and every item without an answer of its own is one of them."""
     if not prepared.txids:
         return []
-    errors = [] if prepared.errors.count(None) == len(prepared.errors) else prepared.errors  # unnest pads with NULLs
-    rows = await conn.fetch(ACK_SQL, join_names(prepared.groups), join_uuids(prepared.partitions),
-                            join_names(prepared.txids), join_uuids(prepared.leases),
-                            join_names(prepared.statuses), errors)
+    rows = await store.messages.ack(prepared.groups, prepared.partitions, prepared.txids, prepared.leases,
+                                    prepared.statuses, prepared.errors)
     answered: dict[int, object] = {}
     released = 0
-    notices = []  # partitions with work again
     for row in rows:
         if row[0] is not None:
             answered[row[0]] = row
         elif row[7] is not None:
             released += row[7]
-        else:
-            notices.append(row[6])
     if released + len(answered) != len(prepared.txids):
         raise RuntimeError(f"rq_ack answered {len(answered)} and released {released} of {len(prepared.txids)}")
-    await announce(conn, notices)
     answers = []
     for index, txid in enumerate(prepared.txids):
         row = answered.get(index)
@@ -122,9 +111,8 @@ async def write(conn, prepared: PreparedAcks) -> list[dict]:
     return answers
 
 
-async def extend(conn, lease_id: str, seconds: int) -> dict:
-    row = await conn.fetchrow(EXTEND_SQL, lease_id, seconds)
-    renewed, expires_at = row[0], row[1]
+async def extend(store: Store, lease_id: str, seconds: int) -> dict:
+    renewed, expires_at = await store.messages.extend_lease(lease_id, seconds)
     if not renewed:
         return {"leaseId": lease_id, "success": False, "renewed": 0,
                 "error": "invalid or expired lease"}

@@ -14,16 +14,16 @@ from __future__ import annotations
 from reginamq.common.periodic import Periodic
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.waiters import Waiters
+from reginamq.store import Store
 
 LOOK_SECONDS = 0.5
 MAX_PER_LOOK = 10_000
-EXPIRED_SQL = "SELECT queue_name, consumer_group, partition_id::text FROM rq_expired_leases($1)"
 
 
 class LeaseWatcher(Periodic):
-    def __init__(self, run, hot: HotPartitions, waiters: Waiters) -> None:
+    def __init__(self, store: Store, hot: HotPartitions, waiters: Waiters) -> None:
         super().__init__(LOOK_SECONDS, "expiries")
-        self._run, self._hot, self._waiters = run, hot, waiters
+        self._store, self._hot, self._waiters = store, hot, waiters
 
     async def tick(self) -> None:
         await self.look()
@@ -32,7 +32,7 @@ class LeaseWatcher(Periodic):
         """One look: hand the expired leases to the readers; how many reached a reader."""
         if not self._hot.has_readers():
             return 0
-        rows = await self._run(lambda conn: conn.fetch(EXPIRED_SQL, MAX_PER_LOOK))
+        rows = await self._store.messages.expired_leases(MAX_PER_LOOK)
         handed = 0
         for queue, group, partition_id in rows:
             if self._hot.lease_expired(queue, group, partition_id):

@@ -7,14 +7,10 @@ entry, partition lock round, commit) is paid once per flush rather than once per
 
 With a ``spacing`` (``--push-flush-spacing-ms``, 10 ms by default, 0 = off), flushes also
 start at least that far apart while independent requests come together. Every call is followed
-by a wake-up, a pop and an ack, so under open-loop load fewer, fuller calls cut all three: at
-40,000 msg/s broker + PostgreSQL took 1.08 cores with 10 ms and 0.94 with 20 against 1.28
-without (docs/benchmarks.md, "Producers that wait are not held to the spacing").
+by a wake-up, a pop and an ack, so under open-loop load fewer, fuller calls cut all three.
 Producers that wait for each answer before their next push are recognised by their requests
 following their own connection's answer at once; once all of a cohort of them is back, its
-flush goes without waiting, so they are not held to one push per spacing (with a plain spacing
-of 10 ms, eight such producers got 800 pushes a second against 2,413 without; with this rule,
-at 20 ms, 2,873–2,933).
+flush goes without waiting, so they are not held to one push per spacing.
 
 Each request still gets its own answer, and a request is acknowledged only after the commit
 that holds its messages (or, with the database away, after the spool has fsynced it). Two
@@ -33,6 +29,7 @@ from reginamq.common.errors import QueueFull, Refused, Unavailable
 from reginamq.engine import push
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
+from reginamq.store import Store
 
 MAX_ITEMS_PER_FLUSH = 5_000
 MAX_FLUSHES_IN_FLIGHT = 2
@@ -42,12 +39,13 @@ RECONNECT_PAUSES = (0.02, 0.2)
 
 
 class PushFusion:
-    def __init__(self, run, sealer: Sealer, spool: Spool | None, spacing: float):
-        self._run = run
+    def __init__(self, store: Store, sealer: Sealer, spool: Spool | None, spacing: float):
+        self._store = store
         # Also how soon after its connection's last push answer a request follows that answer
-        # (its producer waited for it). One spacing, not half: eight producers of queen-mq in one
-        # event loop take ~8 ms to all send again, and with 5 ms they lost a quarter of their
-        # pushes a second at 10 ms; load that does not wait is still caught by the count.
+        # (its producer waited for it). One spacing, not half: producers sharing one event loop
+        # (the official client's usual shape) take a while to all send again, and counted within
+        # half a spacing many of their requests would pass for independent ones and wait; load
+        # that does not wait is still caught by the count.
         self._spacing = spacing
         self._next_start = 0.0
         self._last_batch = 0
@@ -114,11 +112,10 @@ class PushFusion:
         """Keep flush starts ``spacing`` apart while requests come together (more than one
         waits, or the last flush took more than one), unless the waiting ones are a cohort of
         producers that wait for each answer, all back: nothing else would join their flush, and
-        waiting would hold each of them to one push per spacing (eight such producers: 400
-        pushes a second at 20 ms, 2,413 without). A flight waiting for its turn goes as soon as
-        such a cohort is complete, and gives its slot back. Load that does not wait for answers
-        keeps arriving, and the wait makes its flushes fewer and fuller. The slot is reserved
-        before sleeping, so two flights take successive slots."""
+        waiting would hold each of them to one push per spacing. A flight waiting for its turn
+        goes as soon as such a cohort is complete, and gives its slot back. Load that does not
+        wait for answers keeps arriving, and the wait makes its flushes fewer and fuller. The
+        slot is reserved before sleeping, so two flights take successive slots."""
         if not self._spacing:
             return
         now = time.monotonic()
@@ -155,10 +152,10 @@ class PushFusion:
         session): try fresh ones briefly before falling back to the spool."""
         for pause in RECONNECT_PAUSES:
             try:
-                return await self._run(lambda conn: push.execute(conn, merged, self._sealer))
+                return await push.execute(self._store, merged, self._sealer)
             except Unavailable:
                 await asyncio.sleep(pause)
-        return await self._run(lambda conn: push.execute(conn, merged, self._sealer))
+        return await push.execute(self._store, merged, self._sealer)
 
     async def _flush(self, batch) -> None:
         if not batch:

@@ -2,8 +2,8 @@
 
 Without it a wildcard pop finds work by reading indexes whose cost grows with what they must
 step over: the most recently written partitions (most of them already consumed) and a sweep of
-the whole queue. At a million partitions those lookups were most of PostgreSQL's work (the
-million-partition run in docs/benchmarks.md). Pushes announce the partitions they wrote in
+the whole queue, so the more partitions a queue holds, the more of the database's work those
+lookups become. Pushes announce the partitions they wrote in
 their ``rq_push`` notification (see waiters.py), every broker process hears it, and here each
 reader, a (queue, consumer group) that popped from this process recently, gets the partitions in
 arrival order. A pop hands the oldest few to rq_pop, which checks them first.
@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from reginamq.store import Store
+
 MAX_HINTS_PER_READER = 65_536
 IDLE_READER_SECONDS = 60.0
 SCAN_INTERVAL = 1.0
@@ -42,7 +44,6 @@ CATCH_UP_SECONDS = 5.0
 SAFETY_SCAN_INTERVAL = 16.0
 MAX_HINTS_PER_POP = 1_000
 CLOCK_MARGIN_SECONDS = 5.0  # broker and database clocks may differ by less than this
-DIRECTORY_SQL = "SELECT name, namespace, task FROM rq_queues"
 DIRECTORY_RELOAD_SECONDS = 1.0
 
 # What a reader reads: a queue's name, or a (namespace, task) selection of queues (either may be None).
@@ -189,12 +190,12 @@ class HotPartitions:
         """Whether a selection reads hints that its queues' directory cannot place yet."""
         return self._directory_stale and time.monotonic() - self._directory_read >= DIRECTORY_RELOAD_SECONDS
 
-    async def read_directory(self, run) -> None:
+    async def read_directory(self, store: Store) -> None:
         self._directory_read = time.monotonic()
         self._directory_stale = False
         generation = self._directory_generation
         try:
-            rows = await run(lambda conn: conn.fetch(DIRECTORY_SQL))
+            rows = await store.queue_settings.directory()
         except BaseException:
             self._directory_stale = True
             raise

@@ -25,14 +25,8 @@ from reginamq.engine.autopilot import Plan
 from reginamq.engine.browse import iso_millis
 from reginamq.engine.hotlist import HotPartitions
 from reginamq.engine.names import QUEUE_MODE
+from reginamq.store import Store
 
-POP_SQL = (
-    "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name, "
-    "swept, hints_left::text[], first_offset, conflating FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-    "$12, $13, $14, $15, $16, $17, $18, $19, $20)"
-)
-READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
-FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
 DEFAULT_BATCH = 200
@@ -62,9 +56,9 @@ class PopRequest:
 
 @dataclasses.dataclass
 class Popped:
-    """What a pop delivered (``rows``: segment slices, see POP_SQL) and what its answer says
-    besides: the group's delivery policy on what it read, whether the pop asked for the other
-    one, and autopilot's sizing when the client asked for it."""
+    """What a pop delivered (``rows``: segment slices, see the store's ``messages.pop``) and what
+    its answer says besides: the group's delivery policy on what it read, whether the pop asked
+    for the other one, and autopilot's sizing when the client asked for it."""
 
     rows: list
     lease_id: str
@@ -125,8 +119,8 @@ class SweepPositions(dict):
     def position(self, key: tuple, since: datetime | None) -> tuple[object, bool]:
         """Where the reader's sweep stands and whether this pop may sweep. A pop that may sweep
         holds the reader's sweep until it calls :meth:`release`: concurrent pops of the reader
-        would otherwise all sweep the same windows from the same position, and at a million
-        partitions those duplicate sweeps cost a tenth of a core."""
+        would otherwise all sweep the same windows from the same position, walking a large
+        queue several times over for one reader's work."""
         position, next_sweep, _pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
         may_sweep = key not in self._sweeping and (time.monotonic() >= next_sweep or since != paused_since)
         if may_sweep:
@@ -169,14 +163,13 @@ class FillWaits:
         return (request.wait and (request.batch is None or request.batch > 1) and request.queue is not None
                 and not request.conflation)
 
-    async def seconds(self, run, request: PopRequest) -> float:
+    async def seconds(self, store: Store, request: PopRequest) -> float:
         """The fill wait for this pop (the caller has heard the configure notifications
         committed before it, so an option set a moment ago on another process applies)."""
         if not self.may_apply(request):
             return 0.0
         if time.monotonic() - self._read_at >= self.REFRESH_SECONDS:
-            rows = await run(lambda conn: conn.fetch(FILL_WAITS_SQL))
-            self._millis = {row[0]: row[1] for row in rows}
+            self._millis = await store.queue_settings.fill_waits()
             self._read_at = time.monotonic()
         return self._millis.get(request.queue, 0) / 1000
 
@@ -185,8 +178,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
     """Deliver messages or, once the wait is over, nothing (``rows`` empty).
 
     ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
-    ``fill_waits``, ``policies``, ``autopilot``, ``meter`` and ``run(call)``, which executes a
-    database call with the broker's retry and error mapping.
+    ``fill_waits``, ``policies``, ``autopilot``, ``meter`` and ``store``.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.
     With the queue's minPopWaitTime, a long poll that finds fewer messages than its batch
@@ -204,7 +196,7 @@ async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = 
 
 
 async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Future | None) -> Popped:
-    waiters, run, sweeps = broker.waiters, broker.run, broker.sweeps
+    waiters, store, sweeps = broker.waiters, broker.store, broker.sweeps
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
     fill_wait = None
@@ -223,11 +215,11 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                 # look the recent writes up too).
                 hinted = _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group)
                 if hinted or FillWaits.may_apply(sized):
-                    heard_all = await waiters.sync(run)
-                fill_wait = await broker.fill_waits.seconds(run, sized)
+                    heard_all = await waiters.sync(store)
+                fill_wait = await broker.fill_waits.seconds(store, sized)
             if fill_wait and (fill_until is None or time.monotonic() < fill_until):
-                ready_of = (sized.queue, sized.partition, sized.group, sized.partitions, sized.batch)
-                ready = await run(lambda conn, ready_of=ready_of: conn.fetchval(READY_SQL, *ready_of))
+                ready = await store.messages.pop_ready(sized.queue, sized.partition, sized.group, sized.partitions,
+                                                       sized.batch)
                 if 0 < ready < sized.batch:
                     fill_until = fill_until or time.monotonic() + fill_wait
                     until = min(fill_until, deadline) - time.monotonic()
@@ -239,7 +231,7 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                         continue
             lease_id = str(uuid.uuid4())
             if request.queue is None and broker.hot.directory_due():  # only a selection needs it
-                await broker.hot.read_directory(run)
+                await broker.hot.read_directory(store)
             hints, since, scan = _hints(broker.hot, sized)
             scan = scan or (first_attempt and not heard_all)
             sweep_from, may_sweep = sweeps.position(key, since)
@@ -253,8 +245,7 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
             arguments = (*_arguments(sized, lease_id), *sweep_from, may_sweep, hints, since, scan,
                          request.conflation, report)
             try:
-                rows = [] if not asking else await run(
-                    lambda conn, arguments=arguments: conn.fetch(POP_SQL, *arguments))
+                rows = await store.messages.pop(*arguments) if asking else []
             except BaseException:
                 if hints:
                     broker.hot.give_back(_source(request), request.group, hints)

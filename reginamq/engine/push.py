@@ -7,7 +7,6 @@ The payload is never decoded: msgspec hands us its raw JSON bytes.
 
 from __future__ import annotations
 
-import asyncpg
 import msgspec
 import orjson
 import uuid_utils
@@ -16,18 +15,12 @@ from reginamq.common.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine import options as queue_options
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.sealing import Sealer
-from reginamq.engine.waiters import announce
-from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
+from reginamq.store import Store
+from reginamq.store.messages import Unsealed
 
 MAX_ITEMS_PER_PUSH = 10_000
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 NEW_QUEUE_OPTIONS = orjson.dumps(queue_options.PUSH_CREATED_DEFAULTS).decode()
-# each item's pair comes as a comma-joined string, the transactionIds and message ids joined
-# (store/columns.py)
-PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            f"{split_names('$4')}, {split_uuids('$5')}, $6, $7::jsonb, $8)")
-QUEUE_FULL = "RQ409"  # raised by rq_push (002_push.sql)
-UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 
 
 class PushItem(msgspec.Struct, forbid_unknown_fields=False):
@@ -103,30 +96,27 @@ def prepare(items: list[PushItem], producer_sub: str | None = None,
     return prepared
 
 
-async def execute(conn, prepared: PreparedPush, sealer: Sealer, enforce_max_size: bool = True) -> dict[int, str]:
-    """Run rq_push on ``conn`` and announce what it wrote (waiters.announce: after the commit,
-    or inside the caller's transaction); returns {column index: original message id} for
-    duplicates.
+async def execute(store: Store, prepared: PreparedPush, sealer: Sealer,
+                  enforce_max_size: bool = True) -> dict[int, str]:
+    """Write the push (the store announces what it wrote: after the commit, or inside the
+    caller's transaction); returns {column index: original message id} for duplicates.
 
     Fragments of encrypted queues are sealed first. ``enforce_max_size`` is off only for the
     spool's replay: those messages were already acknowledged to their producers, so a queue
     that filled up meanwhile cannot refuse them."""
     if not prepared.queues:
         return {}
-    seal(prepared, sealer, await sealer.encrypted_queues(conn))
+    seal(prepared, sealer, await sealer.encrypted_queues(store))
     try:
-        rows = await _push(conn, prepared, enforce_max_size)
-    except asyncpg.PostgresError as error:
-        if error.sqlstate != UNSEALED:
-            raise
+        rows = await _push(store, prepared, enforce_max_size)
+    except Unsealed as refused:
         # A queue was encrypted since this process last looked: look again, seal, and (outside
-        # a transaction, where the failed statement left nothing behind) write again.
-        if conn.is_in_transaction():
+        # a transaction, where the refused call left nothing behind) write again.
+        if not refused.retry:
             sealer.forget()
             raise Unavailable("a queue of this push was just encrypted; send it again") from None
-        seal(prepared, sealer, await sealer.encrypted_queues(conn, fresh=True))
-        rows = await _push(conn, prepared, enforce_max_size)
-    await announce(conn, [row[2] for row in rows if row[2] is not None])
+        seal(prepared, sealer, await sealer.encrypted_queues(store, fresh=True))
+        rows = await _push(store, prepared, enforce_max_size)
     return {row[0]: row[1] for row in rows if row[0] is not None}
 
 
@@ -139,16 +129,10 @@ def pairs(prepared: PreparedPush) -> tuple[list[str], list[str], list[int]]:
     return [queue for queue, _ in index], [partition for _, partition in index], groups
 
 
-async def _push(conn, prepared: PreparedPush, enforce_max_size: bool):
-    try:
-        queues, partitions, groups = pairs(prepared)
-        return await conn.fetch(PUSH_SQL, queues, partitions, ",".join(map(str, groups)),
-                                join_names(prepared.txids), join_uuids(prepared.message_ids),
-                                prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
-    except asyncpg.PostgresError as error:
-        if error.sqlstate == QUEUE_FULL:
-            raise QueueFull(orjson.loads(error.detail)) from None
-        raise
+async def _push(store: Store, prepared: PreparedPush, enforce_max_size: bool):
+    queues, partitions, groups = pairs(prepared)
+    return await store.messages.push(queues, partitions, groups, prepared.txids, prepared.message_ids,
+                                     prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
 
 
 def seal(prepared: PreparedPush, sealer: Sealer, encrypted: frozenset[str]) -> None:
@@ -186,9 +170,9 @@ def answer(prepared: PreparedPush, duplicates: dict[int, str]) -> list[dict]:
     return out
 
 
-async def write(conn, prepared: PreparedPush, sealer: Sealer) -> list[dict]:
-    """Push on ``conn`` (inside the caller's transaction, if any) and build the answer."""
-    return answer(prepared, await execute(conn, prepared, sealer))
+async def write(store: Store, prepared: PreparedPush, sealer: Sealer) -> list[dict]:
+    """Push through ``store`` (inside its transaction, if it has one) and build the answer."""
+    return answer(prepared, await execute(store, prepared, sealer))
 
 
 def merge(batch: list[PreparedPush]) -> PreparedPush:

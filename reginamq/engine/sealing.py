@@ -24,12 +24,12 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from reginamq.common.errors import Refused
+from reginamq.store import Store
 
 ID_PREFIX = 43  # len('"id":"') + 36 + len('"')
 SEALED_MARK = 0
 NONCE_BYTES = 12
 FINGERPRINT_BYTES = 4
-ENCRYPTED_QUEUES_SQL = "SELECT name FROM rq_queues WHERE encryption_enabled"
 
 
 class SealingError(Refused):
@@ -79,9 +79,9 @@ class Sealer:
     def has_key(self) -> bool:
         return self._current is not None
 
-    async def encrypted_queues(self, conn, *, fresh: bool = False) -> frozenset[str]:
+    async def encrypted_queues(self, store: Store, *, fresh: bool = False) -> frozenset[str]:
         if fresh or time.monotonic() - self._read_at >= self.REFRESH_SECONDS:
-            self._encrypted = frozenset(row[0] for row in await conn.fetch(ENCRYPTED_QUEUES_SQL))
+            self._encrypted = await store.queue_settings.encrypted()
             self._read_at = time.monotonic()
         return self._encrypted
 

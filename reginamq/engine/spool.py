@@ -33,6 +33,7 @@ import msgspec
 from reginamq.common.errors import Unavailable
 from reginamq.engine import push
 from reginamq.engine.sealing import Sealer
+from reginamq.store import Store
 
 log = logging.getLogger("reginamq.spool")
 HEADER = struct.Struct(">II")  # length, crc32
@@ -73,9 +74,9 @@ def _locked(fd: int, blocking: bool = True):
 
 
 class Spool:
-    def __init__(self, folder: Path, run, sealer: Sealer):
+    def __init__(self, folder: Path, store: Store, sealer: Sealer):
         self.folder = folder
-        self._run = run
+        self._store = store
         self._sealer = sealer
         self._log_fd: int | None = None
         self._drain_fd: int | None = None
@@ -157,8 +158,7 @@ class Spool:
                 return True
             try:
                 for end, prepared in self._records(self._replayed()):
-                    await self._run(lambda conn, prepared=prepared:
-                                    push.execute(conn, prepared, self._sealer, enforce_max_size=False))
+                    await push.execute(self._store, prepared, self._sealer, enforce_max_size=False)
                     self.buffered = max(0, self.buffered - len(prepared.queues))
                     self._mark_replayed(end)
             except Unavailable:

@@ -29,16 +29,8 @@ from reginamq.engine import kv, timers
 from reginamq.engine import push as pushes
 from reginamq.engine.names import check_uuid
 from reginamq.engine.sealing import Sealer
+from reginamq.store import Store
 
-LIVE_LEASES_SQL = (
-    "SELECT count(DISTINCT lease_id) FROM rq_consumers "
-    "WHERE lease_id = ANY($1::uuid[]) AND span_end IS NOT NULL AND lease_expires_at > now()"
-)
-# the partition of every pushed item, for its result (the push itself answers without it)
-PARTITION_IDS_SQL = (
-    "SELECT t.ord::int, p.id::text FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(queue, partition, ord) "
-    "JOIN rq_queues q ON q.name = t.queue JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.partition"
-)
 MAX_OPERATIONS = 10_000
 
 
@@ -106,31 +98,13 @@ def prepare(body: TransactionBody, producer_sub: str | None = None,
             kv.prepare(body.kv or [], in_transaction=True), timers.prepare(body.timers or [], in_transaction=True))
 
 
-async def execute(conn, prepared, sealer: Sealer) -> dict:
-    ack_batch, push_batch, layout, leases, kv_ops, timer_ops = prepared
+async def execute(store: Store, prepared, sealer: Sealer) -> dict:
+    layout = prepared[2]
     transaction_id = str(uuid.uuid4())
     flat_base = sum(count for _kind, _first, count in layout)  # where the kv results start
     try:
-        async with conn.transaction():
-            kv_results = await kv.apply(conn, kv_ops)
-            timer_results = await timers.apply(conn, timer_ops)
-            if leases:
-                live = await conn.fetchval(LIVE_LEASES_SQL, leases)
-                if live != len(leases):
-                    raise Rollback("lease_expired", "a required lease is invalid or expired")
-            ack_results = await acks.write(conn, ack_batch)
-            refused = next((r for r in ack_results if not r["success"]), None)
-            if refused is not None:
-                raise Rollback("ack_rejected", refused["error"] or "acknowledgment rejected")
-            try:
-                push_results = await pushes.write(conn, push_batch, sealer)
-            except QueueFull as full:
-                raise Rollback("queue_full", str(full)) from None
-            duplicate = next((r for r in push_results if r["status"] == "duplicate"), None)
-            if duplicate is not None:
-                raise Rollback("duplicate", f"transactionId {duplicate['transaction_id']} was already "
-                                            "pushed to this partition")
-            partition_ids = await _partition_ids(conn, push_batch)
+        kv_results, timer_results, ack_results, push_results, partition_ids = await store.atomically(
+            lambda tx: _apply(tx, prepared, sealer))
     except Rollback as rollback:
         return {"transactionId": transaction_id, "success": False, "reason": rollback.reason,
                 "error": rollback.error, "results": []}
@@ -157,11 +131,35 @@ async def execute(conn, prepared, sealer: Sealer) -> dict:
     return {"transactionId": transaction_id, "success": True, "results": results}
 
 
-async def _partition_ids(conn, prepared: pushes.PreparedPush) -> list[str]:
-    """Each pushed item's partition id, in item order (inside the transaction that created them)."""
+async def _apply(tx: Store, prepared, sealer: Sealer) -> tuple:
+    """The bundle inside its database transaction; a :class:`Rollback` (or a lost kv
+    precondition) undoes all of it."""
+    ack_batch, push_batch, _layout, leases, kv_ops, timer_ops = prepared
+    kv_results = await kv.apply(tx, kv_ops)
+    timer_results = await timers.apply(tx, timer_ops)
+    if leases and await tx.messages.live_leases(leases) != len(leases):
+        raise Rollback("lease_expired", "a required lease is invalid or expired")
+    ack_results = await acks.write(tx, ack_batch)
+    refused = next((r for r in ack_results if not r["success"]), None)
+    if refused is not None:
+        raise Rollback("ack_rejected", refused["error"] or "acknowledgment rejected")
+    try:
+        push_results = await pushes.write(tx, push_batch, sealer)
+    except QueueFull as full:
+        raise Rollback("queue_full", str(full)) from None
+    duplicate = next((r for r in push_results if r["status"] == "duplicate"), None)
+    if duplicate is not None:
+        raise Rollback("duplicate", f"transactionId {duplicate['transaction_id']} was already "
+                                    "pushed to this partition")
+    return kv_results, timer_results, ack_results, push_results, await _partition_ids(tx, push_batch)
+
+
+async def _partition_ids(tx: Store, prepared: pushes.PreparedPush) -> list[str]:
+    """Each pushed item's partition id, in item order (inside the transaction that created them),
+    for its result: the push itself answers without it."""
     if not prepared.slots:
         return []
-    rows = await conn.fetch(PARTITION_IDS_SQL, [queue for _column, _txid, queue in prepared.slots],
-                            [prepared.partitions[column] for column, _txid, _queue in prepared.slots])
+    rows = await tx.messages.partition_ids([queue for _column, _txid, queue in prepared.slots],
+                                           [prepared.partitions[column] for column, _txid, _queue in prepared.slots])
     ids = dict(rows)
     return [ids[position] for position in range(1, len(prepared.slots) + 1)]

@@ -1,11 +1,11 @@
 """Long-poll wake-ups: parked pops wait here, holding no database connection.
 
-Once a push has committed, the broker sends ``pg_notify('rq_push', queue + "\n" + partition
-ids)`` (:func:`announce`); every broker process LISTENs on one connection and wakes the pops
-parked on that queue, so a push on any worker process or node wakes a waiter at once, and
-hands the partition ids to the process's hot list (hotlist.py), where wildcard pops look
-first. Notifications are hints only: a waiter that misses one still re-checks on its own
-back-off schedule, so a lost hint costs latency, never a message.
+Once a push has committed, the store announces ``queue + "\n" + partition ids`` on the
+``rq_push`` channel (store/notices.py); every broker process listens on one connection of its
+own and wakes the pops parked on that queue, so a push on any worker process or node wakes a
+waiter at once, and hands the partition ids to the process's hot list (hotlist.py), where
+wildcard pops look first. Notifications are hints only: a waiter that misses one still
+re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured or deleted), so what a process caches
 about queue options is dropped everywhere at once rather than when it ages out, and
 ``rq_sync``: PostgreSQL delivers notifications to a listener in commit order, so once a
@@ -23,52 +23,27 @@ import logging
 import os
 from collections.abc import Callable
 
-import asyncpg
-
 from reginamq.engine.hotlist import HotPartitions
+from reginamq.store import Store
+from reginamq.store.notices import CHANNEL, CONFIG_CHANNEL, EPHEMERAL_CHANNEL, SYNC_CHANNEL, Listener
 
 log = logging.getLogger("reginamq.waiters")
-CHANNEL = "rq_push"
-# A queue was configured or deleted: processes drop what they cache about it.
-CONFIG_CHANNEL = "rq_config"
 ANY_QUEUE = "*"
-SYNC_CHANNEL = "rq_sync"
-# An ephemeral queue was pushed to or had a message put back (engine/ephemeral.py): its
-# waiting pops, parked under the queue's name behind a control character, look again.
-EPHEMERAL_CHANNEL = "rq_ephemeral"
 SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
-# PostgreSQL serialises every committing transaction that notifies (one lock per database, held
-# until the commit is done), so a notification committed with a flush to disk makes the next
-# notifier wait for that flush: at 1,000 pushes a second, pushes and pops spent more time
-# queued on that lock than anywhere else. A notification sent in a transaction of its own carries
-# nothing durable, so its commit does not wait for the disk.
-NOTIFY_SQL = "SELECT pg_notify($1, notice) FROM unnest($2::text[]) AS notice"
-NOTIFY_UNFLUSHED_SQL = ("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, notice) "
-                        "FROM unnest($2::text[]) AS notice")
 
 
 def ephemeral_key(queue: str) -> str:
-    """What a waiting ephemeral pop parks under: no durable queue name holds a control character."""
+    """What a waiting ephemeral pop parks under: no durable queue name holds a control character.
+    An ephemeral queue's waiting pops are woken by the ``rq_ephemeral`` channel (engine/ephemeral.py)."""
     return "\x1f" + queue
 
 
-async def announce(conn: asyncpg.Connection, notices: list[str], channel: str = CHANNEL) -> None:
-    """Send ``notices`` on ``channel``: in the caller's transaction when there is one (they must
-    not be heard before its writes are visible), else at once without waiting for the disk.
-
-    After a commit, a failure here is logged, never raised: what it announces is already
-    written, a caller retrying the write would write it twice, and a lost notification costs a
-    waiter its back-off, never a message."""
-    if not notices:
-        return
-    if conn.is_in_transaction():
-        await conn.execute(NOTIFY_SQL, channel, notices)
-        return
-    try:
-        await conn.execute(NOTIFY_UNFLUSHED_SQL, channel, notices)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
-        conn.terminate()  # its state is unknown: the pool opens a fresh one
-        log.warning("a notification on %s was not sent: %s", channel, error)
+async def announce(store: Store, notices: list[str], channel: str = CHANNEL) -> None:
+    """Send ``notices`` on ``channel`` for writes already made: with the commit of the store's
+    transaction when it has one (they must not be heard before its writes are visible), else at
+    once; after a commit a failure is logged, never raised (a lost notification costs a waiter
+    its back-off, never a message)."""
+    await store.notices.announce(channel, notices)
 
 
 class Waiters:
@@ -85,7 +60,7 @@ class Waiters:
         # queue (or ANY_QUEUE) -> consumer group -> its parked pops, insertion-ordered (dicts
         # as ordered sets): the longest waiter of a group is woken first.
         self._parked: dict[str, dict[str, dict[asyncio.Future, None]]] = {}
-        self._listener: asyncpg.Connection | None = None
+        self._listener: Listener | None = None
         self._listening = False  # the LISTENs are in place on self._listener
         self._task: asyncio.Task | None = None
         self._closing = False
@@ -122,9 +97,9 @@ class Waiters:
         pops), or of ``group`` only.
 
         One a group, not all of them: a push usually feeds one poller of each group, and
-        waking every consumer of a queue for each push turned most pops into empty ones. But
-        every group, since each reads every message: woken one a queue, the other groups of a
-        fan-out waited for their own re-check. A woken pop that finds work wakes the next of
+        waking every consumer of a queue for each push would turn most pops into empty ones.
+        But every group, since each reads every message: woken one a queue, the other groups
+        of a fan-out would wait for their own re-check. A woken pop that finds work wakes the next of
         its group (see pop.py), so wake-ups cascade exactly as long as there is work to hand
         out; a parked pop also re-checks on its own back-off, so nobody waits longer than that.
         """
@@ -153,7 +128,7 @@ class Waiters:
     def listening(self) -> bool:
         """True once every channel is LISTENed to: a connection that is open but not yet
         listening would not hear a notification sent now, so a sync would wait out its timeout."""
-        return self._listening and self._listener is not None and not self._listener.is_closed()
+        return self._listening and self._listener is not None and self._listener.open
 
     def close(self) -> None:
         """Shutting down: every parked pop answers now (empty) instead of waiting its timeout."""
@@ -165,30 +140,26 @@ class Waiters:
         if self._task is not None:
             self._task.cancel()
 
-    async def listen(self, dsn: str) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._listen_forever(dsn))
+    async def listen(self, store: Store) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._listen_forever(store))
 
     async def stop(self) -> None:
         self.close()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._listener is not None and not self._listener.is_closed():
-            with contextlib.suppress(Exception):
-                await self._listener.close()
+        if self._listener is not None:
+            await self._listener.close()
 
-    async def _listen_forever(self, dsn: str) -> None:
+    async def _listen_forever(self, store: Store) -> None:
+        handlers = {CHANNEL: self._on_notify, CONFIG_CHANNEL: self._on_config, SYNC_CHANNEL: self._on_sync,
+                    EPHEMERAL_CHANNEL: self._on_ephemeral}
         delay = 0.2
         while not self._closing:
             try:
                 self._listening = False
-                self._listener = await asyncpg.connect(dsn)
                 lost = asyncio.get_running_loop().create_future()
-                self._listener.add_termination_listener(functools.partial(_settle, lost))
-                await self._listener.add_listener(CHANNEL, self._on_notify)
-                await self._listener.add_listener(CONFIG_CHANNEL, self._on_config)
-                await self._listener.add_listener(SYNC_CHANNEL, self._on_sync)
-                await self._listener.add_listener(EPHEMERAL_CHANNEL, self._on_ephemeral)
+                self._listener = await store.notices.listen(handlers, functools.partial(_settle, lost))
                 self._listening = True
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
@@ -204,7 +175,7 @@ class Waiters:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    def _on_notify(self, _conn, _pid, _channel, payload: str) -> None:
+    def _on_notify(self, payload: str) -> None:
         queue, _, partitions = payload.partition("\n")
         if not partitions:  # a consumer group sought or deleted: not a push
             self._on_queue_change(queue)
@@ -215,13 +186,13 @@ class Waiters:
                 self._hot.changed(queue)
         self.wake(queue)
 
-    def _on_ephemeral(self, _conn, _pid, _channel, queue: str) -> None:
+    def _on_ephemeral(self, queue: str) -> None:
         self.wake(ephemeral_key(queue))
 
-    def _on_config(self, _conn, _pid, _channel, _queue: str) -> None:
+    def _on_config(self, _queue: str) -> None:
         self._on_config_change()
 
-    async def sync(self, run) -> bool:
+    async def sync(self, store: Store) -> bool:
         """Wait until this process has heard every notification committed before the call;
         False if it could not tell (no listener, or no answer within SYNC_TIMEOUT).
 
@@ -236,7 +207,7 @@ class Waiters:
             gathering = self._gathering = asyncio.get_running_loop().create_future()
             token = next(self._sync_tokens)
             self._syncs[token] = gathering
-            sending = asyncio.get_running_loop().create_task(self._send_sync(run, token, gathering))
+            sending = asyncio.get_running_loop().create_task(self._send_sync(store, token, gathering))
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
         try:
@@ -244,14 +215,13 @@ class Waiters:
         except TimeoutError:
             return False
 
-    async def _send_sync(self, run, token: str, heard: asyncio.Future) -> None:
-        def send(conn):
+    async def _send_sync(self, store: Store, token: str, heard: asyncio.Future) -> None:
+        def sending() -> None:
             if self._gathering is heard:
                 self._gathering = None  # who comes from now on needs a later notification
-            return conn.execute(NOTIFY_UNFLUSHED_SQL, SYNC_CHANNEL, [token])
 
         try:
-            await run(send)
+            await store.notices.notify(SYNC_CHANNEL, [token], sending)
             await asyncio.wait_for(asyncio.shield(heard), SYNC_TIMEOUT)
         except Exception as error:  # the callers answer False: their pops look everything up
             log.debug("sync failed: %s", error)
@@ -262,7 +232,7 @@ class Waiters:
             if not heard.done():
                 heard.set_result(False)
 
-    def _on_sync(self, _conn, _pid, _channel, token: str) -> None:
+    def _on_sync(self, token: str) -> None:
         heard = self._syncs.get(token)
         if heard is not None and not heard.done():
             heard.set_result(True)
@@ -279,6 +249,6 @@ def _resolve(futures, value: bool) -> None:
             future.set_result(value)
 
 
-def _settle(future: asyncio.Future, _conn) -> None:
+def _settle(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)

@@ -120,7 +120,7 @@ async def ack_batch(broker: Broker, request: Request) -> responses.Response:
 
 
 async def _acks(broker: Broker, prepared: acks.PreparedAcks) -> responses.Response:
-    answers = await broker.run(lambda conn: acks.write(conn, prepared))
+    answers = await acks.write(broker.store, prepared)
     broker.meter.acked(answers)
     if broker.autopilot.awaiting_acks:
         for lease_id, count in collections.Counter(filter(None, prepared.leases)).items():
@@ -133,7 +133,7 @@ async def extend_lease(broker: Broker, request: Request) -> responses.Response:
     seconds = json_object(request).get("seconds", 60)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= MAX_SECONDS:
         raise BadRequest(f"seconds must be an integer between 1 and {MAX_SECONDS}")
-    return responses.json(200, await broker.run(lambda conn: acks.extend(conn, lease_id, seconds)))
+    return responses.json(200, await acks.extend(broker.store, lease_id, seconds))
 
 
 async def transaction(broker: Broker, request: Request) -> responses.Response:
@@ -145,6 +145,6 @@ async def transaction(broker: Broker, request: Request) -> responses.Response:
     else:
         prepared = transactions.prepare(request.json(transactions.TransactionBody), request.subject)
         counts = False
-    answer = await broker.run(lambda conn: transactions.execute(conn, prepared, broker.sealer))
+    answer = await transactions.execute(broker.store, prepared, broker.sealer)
     broker.meter.transacted(answer["results"])
     return responses.json(200, binary_push.transaction_counts(answer) if counts else answer)

@@ -22,7 +22,7 @@ from reginamq.engine.push import PushItem, execute, prepare
 from reginamq.engine.sealing import Sealer
 from reginamq.maintenance.stats import StatsLoop
 from reginamq.store import Store
-from reginamq.store.database import Database
+from reginamq.store.database import Database, Session
 from reginamq.store.statistics import REFRESH_LOCK_SQL, REFRESH_SQL
 from tests.conftest import broker_with_clean_log, connection, create_database
 from tests.integration.helpers import ack, ack_batch, configure, pop, push
@@ -203,7 +203,7 @@ async def test_an_ack_committed_after_a_refresh_keeps_its_note_for_the_next(own_
     acks = ack_engine.prepare([ack_engine.Ack(transactionId=m["transactionId"], partitionId=m["partitionId"],
                                               leaseId=m["leaseId"]) for m in popped])
     async with connection(own_database) as writer, writer.transaction():
-        assert all(row["success"] for row in await ack_engine.write(writer, acks))
+        assert all(row["success"] for row in await ack_engine.write(Store(Session(writer)), acks))
         await stats.refresh(own_store, full=False)
         assert (await totals(own_db, queue))["acked"] == before  # not visible yet
     assert await own_db.fetchval(NOTES_SQL, queue) == 1  # its note outlived the refresh
@@ -287,7 +287,7 @@ async def test_a_push_committed_after_a_refresh_is_booked_by_the_next(own_http, 
     items = [PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"2")),
              PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"3"))]
     async with connection(own_database) as writer, writer.transaction():
-        await execute(writer, prepare(items), Sealer())
+        await execute(Store(Session(writer)), prepare(items), Sealer())
         await asyncio.sleep(1.5)
         await stats.refresh(own_store, full=False)
         assert (await totals(own_db, queue))["pushed"] == before  # not visible yet
