@@ -17,8 +17,8 @@ A claim is one partition, a record one stored segment's slice (the rows of rq_po
 answer is built from what the JSON answer is built from: the fragments stored at push time,
 opened if sealed, each split into its fields where their keys stand. A partition's
 number is the one its id carries (names.partition_number), which acks and every other route
-taking a partition id read back. JSON is answered instead for a partition created before ids
-carried numbers, and for a traceId that is not a canonical UUID (a frame holds 16 bytes).
+taking a partition id read back. JSON is answered instead for a partition whose id carries no
+number, and for a traceId that is not a canonical UUID (a frame holds 16 bytes).
 """
 
 from __future__ import annotations
