@@ -37,7 +37,6 @@ class Broker:
         self.database = Database(settings.database_url or "",
                                  settings.pool_size + settings.retention_parallelism - 1)
         self.store = Store(self.database)
-        self.run = self.database.run
         self.hot = HotPartitions()
         self.policies = GroupPolicies()
         self.autopilot = Autopilot()
