@@ -32,7 +32,6 @@ import errno
 import fcntl
 import os
 import re
-import signal
 import socket
 import ssl
 import sys
@@ -43,9 +42,9 @@ from pathlib import Path
 from granian.constants import Interfaces, Loops
 from granian.server import MPServer
 
+from reginamq.common.signals import DRAIN_SIGNAL
 from reginamq.config import Settings
 
-DRAIN_SIGNAL = signal.SIGUSR1
 # A parked long poll holds one of its worker's request slots for its whole wait (it holds no
 # database connection), so thousands of consumers mean thousands of concurrent requests.
 # Granian's defaults (a 1,024-connection listen backlog and 1,024 / workers concurrent requests
@@ -176,7 +175,7 @@ def serve(settings: Settings, claim: PortClaim, on_listening: Callable[[], None]
     environment. Raises :class:`PortUnavailable` if the port was taken since it was claimed."""
     os.environ.update(settings.to_env())
     server = BrokerServer(
-        "reginamq.http.app:create_app",
+        "reginamq.process:create_app",
         factory=True,
         address=settings.host,
         port=settings.port,

@@ -177,7 +177,7 @@ class FillWaits:
 async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> Popped:
     """Deliver messages or, once the wait is over, nothing (``rows`` empty).
 
-    ``broker`` (runtime.Broker) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
+    ``broker`` (engine/broker.py) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
     ``fill_waits``, ``policies``, ``autopilot``, ``meter`` and ``store``.
     ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.

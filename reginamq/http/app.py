@@ -15,19 +15,20 @@ import contextlib
 import gc
 import logging
 import time
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 
 from reginamq.common.errors import BadRequest, Unavailable
-from reginamq.config import Settings
+from reginamq.common.signals import DRAIN_SIGNAL
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.guard import Guard, Refused
 from reginamq.http.request import Request
 from reginamq.http.routes import ROUTER
 from reginamq.http.stats import observe_request
-from reginamq.runtime import Broker
 from reginamq.security.tokens import verifier_from
-from reginamq.server import DRAIN_SIGNAL
 
 log = logging.getLogger("reginamq.http")
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -38,12 +39,31 @@ class BodyTooLarge(Exception):
     pass
 
 
+class Service(Protocol):
+    """Something a worker runs beside its routes (the maintenance loops), between the broker's
+    start and its stop."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
 class App:
-    def __init__(self, settings: Settings | None = None):
-        self.settings = settings or Settings.from_env()
-        self.broker = Broker(self.settings)
+    def __init__(self, broker: Broker, services: Sequence[Service] = ()):
+        self.settings = broker.settings
+        self.broker = broker
+        self.services = tuple(services)
         verifier = verifier_from(self.settings)
         self.guard = None if verifier is None else Guard(verifier)
+
+    async def start(self) -> None:
+        await self.broker.start()
+        for service in self.services:
+            await service.start()
+
+    async def stop(self) -> None:
+        for service in reversed(self.services):
+            await service.stop()
+        await self.broker.stop()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
@@ -56,7 +76,7 @@ class App:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
-                    await self.broker.start()
+                    await self.start()
                     _on_drain_signal(self.broker.waiters.close, asyncio.get_running_loop())
                 except Exception as error:
                     log.exception("startup failed")
@@ -64,19 +84,19 @@ class App:
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.broker.stop()
+                await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
     # RSGI (granian's native interface, the one the broker is served with: see server.py)
 
     def __rsgi_init__(self, loop) -> None:
-        loop.run_until_complete(self.broker.start())
+        loop.run_until_complete(self.start())
         settle_garbage_collector()
         _on_drain_signal(self.broker.waiters.close, loop)
 
     def __rsgi_del__(self, loop) -> None:
-        loop.run_until_complete(self.broker.stop())
+        loop.run_until_complete(self.stop())
 
     async def __rsgi__(self, scope, protocol) -> None:
         if scope.proto != "http":
@@ -225,10 +245,3 @@ def _on_drain_signal(callback, loop) -> None:
     """The server's parent asks a stopping worker to answer its long polls now (see server.py)."""
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(DRAIN_SIGNAL, callback)
-
-
-def create_app() -> App:
-    """Entry point for the HTTP server's worker processes: settings come from the environment."""
-    logging.basicConfig(level=Settings.from_env().log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return App()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import browse
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, group_or_queue_mode
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 MAX_PAGE = 1_000

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import PUBLIC
 
 ROOT = Path(__file__).resolve().parent.parent / "console"

@@ -6,9 +6,9 @@ Refusals carry ``{"error", "code"}``: the client tells a missing queue (``depth`
 from __future__ import annotations
 
 from reginamq.engine import ephemeral
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE, WRITE_ONLY
 
 

@@ -31,11 +31,11 @@ from typing import Any
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import groups
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp
 from reginamq.http.resources import MAX_PAGE, page
-from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE
 
 MAX_LAG_SECONDS = 10 * 365 * 86_400

@@ -13,9 +13,9 @@ import msgspec
 
 from reginamq.common.errors import refuse
 from reginamq.engine import kv, op_batch
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine import locks
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_WRITE
 
 

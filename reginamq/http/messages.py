@@ -10,11 +10,11 @@ from reginamq.engine import ack as acks
 from reginamq.engine import pop as pops
 from reginamq.engine import push as pushes
 from reginamq.engine import transaction as transactions
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name, check_uuid, group_or_queue_mode
 from reginamq.engine.options import MAX_SECONDS
 from reginamq.http import binary_push, pop_frames, responses
 from reginamq.http.request import Request, decode_json, json_object
-from reginamq.runtime import Broker
 
 MAX_BATCH = 10_000
 MAX_PARTITIONS_PER_POP = 1_000

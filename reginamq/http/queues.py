@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import queues
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 
 
 async def configure(broker: Broker, request: Request) -> responses.Response:

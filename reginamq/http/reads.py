@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import reads
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request, parse_timestamp
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY
 
 

@@ -17,11 +17,11 @@ Answer shapes (camelCase JSON; every list of partitions is paged with limit/offs
 from __future__ import annotations
 
 from reginamq.engine import resources
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.engine.views import Page
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY
 
 MAX_PAGE = 1_000

@@ -17,6 +17,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from reginamq.engine.broker import Broker
 from reginamq.http import (
     browse,
     console,
@@ -38,7 +39,6 @@ from reginamq.http import (
 )
 from reginamq.http.request import Request
 from reginamq.http.responses import Response
-from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, PUBLIC, READ_ONLY, READ_WRITE, REQUIREMENTS, WRITE_ONLY
 
 Handler = Callable[[Broker, Request], Awaitable[Response]]

@@ -23,10 +23,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from reginamq import __version__
 from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.engine import stats
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import ADMIN, READ_ONLY
 
 PROMETHEUS_CONTENT_TYPE = CONTENT_TYPE_LATEST

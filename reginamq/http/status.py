@@ -8,9 +8,9 @@ requests, whatever the database's state; it touches nothing, so it answers durin
 from __future__ import annotations
 
 from reginamq import __version__
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 
 ALIVE = responses.json(200, {"status": "ok", "engine": "reginamq"})
 

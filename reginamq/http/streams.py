@@ -4,9 +4,9 @@ and /streams/v1/cycle. The engine side is engine/streams.py."""
 from __future__ import annotations
 
 from reginamq.engine import streams
+from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 

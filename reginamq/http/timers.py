@@ -8,10 +8,10 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.engine import op_batch, timers
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 

@@ -7,10 +7,10 @@ trace's id (the official client hands the answer back from ``msg.trace()``).
 from __future__ import annotations
 
 from reginamq.engine import traces
+from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name, check_partition_id
 from reginamq.http import responses
 from reginamq.http.request import Request
-from reginamq.runtime import Broker
 from reginamq.security.roles import READ_ONLY, READ_WRITE
 
 MAX_PAGE = 1_000

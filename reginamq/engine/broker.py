@@ -1,7 +1,11 @@
-"""The per-process broker: its settings, its store (database pool included), the per-process
-caches and waiters, and the background loops, started and stopped together.
+"""The broker of one process: its settings, its store (database pool included), and the
+per-process state the message plane shares (waiters, hints, cached options, the push fusion and
+spool, the lease watcher, the meter), started and stopped together.
 
-What a database failure means for a client is decided in the store (store/database.py), not here.
+Everything here can be dropped: the truth is in the database, so a process that dies loses
+only parked long polls and hints. What a database failure means for a client is decided in the
+store (store/database.py), not here. The background loops that keep the database in shape
+(maintenance/) run beside the broker and are started by the process (reginamq/process.py).
 """
 
 from __future__ import annotations
@@ -20,10 +24,6 @@ from reginamq.engine.pop import FillWaits, GroupPolicies, SweepPositions
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
-from reginamq.maintenance.process_metrics import ProcessMetrics
-from reginamq.maintenance.retention import RetentionLoop
-from reginamq.maintenance.stats import StatsLoop
-from reginamq.maintenance.timer_fire import TimerFire
 from reginamq.store import Store
 from reginamq.store.database import Database
 
@@ -48,12 +48,7 @@ class Broker:
         self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
-        self.retention = RetentionLoop(self.store, settings.maintenance_interval,
-                                       settings.retention_parallelism, settings.partition_idle_days)
-        self.stats_loop = StatsLoop(self.store, settings.maintenance_interval)
         self.meter = Meter()
-        self.process_metrics = ProcessMetrics(self, settings.maintenance_interval)
-        self.timer_fire = TimerFire(self.store, self.sealer)
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""
@@ -76,16 +71,8 @@ class Broker:
         self.spool.start()
         await self.waiters.listen(self.store)
         self.lease_watcher.start()
-        self.retention.start()
-        self.stats_loop.start()
-        self.process_metrics.start()
-        self.timer_fire.start()
 
     async def stop(self) -> None:
-        await self.timer_fire.stop()
-        await self.retention.stop()
-        await self.stats_loop.stop()
-        await self.process_metrics.stop()
         await self.lease_watcher.stop()
         await self.waiters.stop()
         await self.spool.stop()

@@ -1,0 +1,34 @@
+"""The background loops of one process, started after its broker and stopped before it.
+
+Retention, the stats refresh and the timer fire are elected loops or take their rows with
+``SKIP LOCKED``, so every process runs all of them and the database decides who acts; each
+process also samples its own metrics. None of them answers a request, so none is on the
+request path: they share only the broker's store and meter.
+"""
+
+from __future__ import annotations
+
+from reginamq.engine.broker import Broker
+from reginamq.maintenance.process_metrics import ProcessMetrics
+from reginamq.maintenance.retention import RetentionLoop
+from reginamq.maintenance.stats import StatsLoop
+from reginamq.maintenance.timer_fire import TimerFire
+
+
+class Maintenance:
+    def __init__(self, broker: Broker):
+        settings = broker.settings
+        self.retention = RetentionLoop(broker.store, settings.maintenance_interval,
+                                       settings.retention_parallelism, settings.partition_idle_days)
+        self.stats_loop = StatsLoop(broker.store, settings.maintenance_interval)
+        self.process_metrics = ProcessMetrics(broker, settings.maintenance_interval)
+        self.timer_fire = TimerFire(broker.store, broker.sealer)
+        self._loops = (self.retention, self.stats_loop, self.process_metrics, self.timer_fire)
+
+    async def start(self) -> None:
+        for loop in self._loops:
+            loop.start()
+
+    async def stop(self) -> None:
+        for loop in reversed(self._loops):
+            await loop.stop()
