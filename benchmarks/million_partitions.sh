@@ -78,7 +78,7 @@ bench "$DB" "$DURATION" "$JSON" --partitions "$SPACE" --active "$ACTIVE" --rotat
 python3 - "$DB" <<'EOF'
 import asyncio, sys, time
 import asyncpg
-from reginamq.engine.stats import refresh
+from reginamq.engine.analytics import refresh
 
 async def main(url):
     conn = await asyncpg.connect(url)

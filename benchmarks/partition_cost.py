@@ -22,7 +22,7 @@ import asyncpg
 import httpx
 
 from reginamq.bench.broker import OwnBroker
-from reginamq.engine import stats
+from reginamq.engine import analytics
 from reginamq.maintenance.retention import STEP_ROWS, STEP_SQL, WINDOW_PARTITIONS, id_ranges
 
 TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup")
@@ -141,7 +141,7 @@ async def refresh_seconds(database_url: str, url: str, queue: str, partitions: i
                                             params={"batch": moved, "partitions": moved, "autoAck": "true"})
                     assert answer.status_code == 200, answer.status_code
             started = time.monotonic()
-            await stats.refresh(conn, full)
+            await analytics.refresh(conn, full)
             timings.append(time.monotonic() - started)
         return timings
     finally:

@@ -20,12 +20,12 @@ import click
 from reginamq import __version__
 from reginamq.bench.cli import bench
 from reginamq.config import DEFAULT_PORT, NUMBERS, SettingError, Settings
+from reginamq.ctl.consumer_groups import group
 from reginamq.ctl.dlq import dlq
-from reginamq.ctl.groups import group
 from reginamq.ctl.messages import pop, push, tail
 from reginamq.ctl.queues import queue
 from reginamq.ctl.status import status
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.spool import SpoolUnusable
 from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from

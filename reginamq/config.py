@@ -53,7 +53,7 @@ class Settings:
     auth_leeway: float = 30.0
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    # Payload encryption at rest (engine/sealing.py): the current key seals, older keys still open.
+    # Payload encryption at rest (engine/encryption.py): the current key seals, older keys still open.
     # Environment only (a flag would show the key in the process list).
     encryption_key: str | None = None
     encryption_old_keys: str | None = None

@@ -22,10 +22,10 @@ from click.testing import CliRunner
 from reginamq.bench.broker import OwnBroker
 from reginamq.bench.cli import bench
 from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
+from reginamq.bench.latency import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
 from reginamq.bench.report import summary_lines
 from reginamq.bench.session import run_session
-from reginamq.bench.stats import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
 from reginamq.bench.system import CPU_PRESSURE, CpuMeter, CpuPressure
 from reginamq.http import binary_push
 

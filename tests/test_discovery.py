@@ -14,8 +14,8 @@ import httpx
 import msgspec
 import orjson
 
-from reginamq.engine import hotlist, push
-from reginamq.engine.sealing import Sealer
+from reginamq.engine import hot_partitions, push
+from reginamq.engine.encryption import Sealer
 from reginamq.store import Store
 from reginamq.store.database import Database
 from tests.conftest import broker_with_clean_log
@@ -106,7 +106,7 @@ async def test_among_20000_partitions_a_wildcard_pop_finds_the_one_with_data(htt
 
 
 async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
-    """rq_pop with the broker's hints (engine/hotlist.py): a pending partition outside the
+    """rq_pop with the broker's hints (engine/hot_partitions.py): a pending partition outside the
     1,024 most recently written, with the sweep off, is found through its hint alone."""
     queue = f"d-{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(database_url)
@@ -141,7 +141,7 @@ async def test_a_hint_finds_a_partition_no_index_lookup_reaches(database_url):
 
 async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(database_url, tmp_path):
     """A namespace pop reads the hints of its queues, which each process places through a
-    directory of queue -> namespace (engine/hotlist.py). Configuring a queue into the namespace
+    directory of queue -> namespace (engine/hot_partitions.py). Configuring a queue into the namespace
     must reach that directory: otherwise the reader, past its first seconds and with no hints,
     would not look for the queue's new data until its 16-second safety look-up. One worker, so
     that every pop meets the same reader."""
@@ -166,7 +166,7 @@ async def test_a_namespace_reader_follows_a_queue_configured_into_its_namespace(
             response = await http.post("/api/v1/configure", json={"queue": queue, "namespace": namespace,
                                                                   "options": {}})
             assert response.status_code == 200 and response.json()["namespace"] == namespace
-            await asyncio.sleep(hotlist.CATCH_UP_SECONDS + 1)
+            await asyncio.sleep(hot_partitions.CATCH_UP_SECONDS + 1)
             await push_messages(http, queue, "after", partition="p")
             assert await pop_namespace() == ["before", "after"]
 

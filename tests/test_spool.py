@@ -9,7 +9,7 @@ import asyncpg
 import msgspec
 
 from reginamq.engine import push
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.store import Store
 from reginamq.store.database import Database

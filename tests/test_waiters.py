@@ -17,11 +17,11 @@ import msgspec
 
 from reginamq.engine import push, queues
 from reginamq.engine.autopilot import Autopilot
-from reginamq.engine.expiries import LeaseWatcher
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.encryption import Sealer
+from reginamq.engine.hot_partitions import HotPartitions
+from reginamq.engine.lease_watcher import LeaseWatcher
 from reginamq.engine.meter import Meter
 from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPositions, pop
-from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store
 from reginamq.store.database import Database

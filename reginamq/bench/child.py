@@ -18,7 +18,7 @@ import asyncio
 import signal
 import time
 
-from reginamq.bench.stats import Histogram
+from reginamq.bench.latency import Histogram
 
 try:
     import uvloop

@@ -11,7 +11,7 @@ the wall clock (a time sync) must not read as seconds of latency or a burst of m
 
 Consumers are closed loop: pop, record, ack, pop again. Each process keeps its own counters and
 histogram and sends the difference to the parent every report interval over a multiprocessing
-queue; see :mod:`reginamq.bench.child` and :mod:`reginamq.bench.stats`. Under ``--verify`` the
+queue; see :mod:`reginamq.bench.child` and :mod:`reginamq.bench.latency`. Under ``--verify`` the
 same processes run :mod:`reginamq.bench.verify`'s accounting instead of the plain push and
 drain below.
 """
@@ -28,7 +28,7 @@ import orjson
 from reginamq.bench import verify
 from reginamq.bench.child import Reporter, child_setup, tally, timed_pop
 from reginamq.bench.config import BenchConfig, locate, namespace_task, partition_name, queue_name
-from reginamq.bench.stats import CONSUMER_FIELDS, PRODUCER_FIELDS
+from reginamq.bench.latency import CONSUMER_FIELDS, PRODUCER_FIELDS
 from reginamq.http import binary_push, pop_frames
 
 JSON_HEADERS = {"Content-Type": "application/json"}

@@ -22,8 +22,8 @@ from reginamq.bench import load
 from reginamq.bench.child import stop_processes
 from reginamq.bench.config import BenchConfig
 from reginamq.bench.display import Display
+from reginamq.bench.latency import Interval
 from reginamq.bench.report import line
-from reginamq.bench.stats import Interval
 from reginamq.bench.system import SystemSampler
 from reginamq.bench.verify import Verifier, all_queues
 

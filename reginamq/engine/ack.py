@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from reginamq.common.errors import BadRequest
+from reginamq.common.times import stamp
 from reginamq.engine.names import check_name, check_partition_id, check_uuid, group_or_queue_mode
 from reginamq.store import Store
 
@@ -116,6 +117,6 @@ async def extend(store: Store, lease_id: str, seconds: int) -> dict:
     if not renewed:
         return {"leaseId": lease_id, "success": False, "renewed": 0,
                 "error": "invalid or expired lease"}
-    stamp = expires_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return {"leaseId": lease_id, "success": True, "renewed": renewed, "newExpiresAt": stamp,
-            "expiresAt": stamp, "lease_expires_at": stamp}
+    expires = stamp(expires_at)
+    return {"leaseId": lease_id, "success": True, "renewed": renewed, "newExpiresAt": expires,
+            "expiresAt": expires, "lease_expires_at": expires}

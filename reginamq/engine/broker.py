@@ -16,12 +16,12 @@ import logging
 from reginamq.common.errors import Unavailable
 from reginamq.config import Settings
 from reginamq.engine.autopilot import Autopilot
-from reginamq.engine.expiries import LeaseWatcher
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.fusion import PushFusion
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.hot_partitions import HotPartitions
+from reginamq.engine.lease_watcher import LeaseWatcher
 from reginamq.engine.meter import Meter
 from reginamq.engine.pop import FillWaits, GroupPolicies, SweepPositions
-from reginamq.engine.sealing import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store

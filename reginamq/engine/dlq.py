@@ -8,6 +8,7 @@ from datetime import datetime
 import orjson
 import uuid_utils
 
+from reginamq.common.times import stamp
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store import Store
 
@@ -21,10 +22,6 @@ class DlqQuery:
     until: datetime | None
     limit: int
     offset: int
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def page(store: Store, query: DlqQuery, reveal) -> dict:
@@ -46,8 +43,8 @@ async def page(store: Store, query: DlqQuery, reveal) -> dict:
             "errorMessage": row["error_message"],
             "retryCount": row["retry_count"],
             "data": stored.get("data"),
-            "createdAt": _stamp(row["created_at"]),
-            "failedAt": _stamp(row["failed_at"]),
+            "createdAt": stamp(row["created_at"]),
+            "failedAt": stamp(row["failed_at"]),
         })
     total = rows[0]["total"] if rows else await _count(store, query)
     return {"messages": messages, "total": total, "limit": query.limit, "offset": query.offset}

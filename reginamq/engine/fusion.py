@@ -27,7 +27,7 @@ from collections import deque
 
 from reginamq.common.errors import QueueFull, Refused, Unavailable
 from reginamq.engine import push
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.spool import Spool
 from reginamq.store import Store
 

@@ -21,9 +21,9 @@ from datetime import datetime
 
 import orjson
 
+from reginamq.common.times import iso_millis
 from reginamq.engine.autopilot import Plan
-from reginamq.engine.browse import iso_millis
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store import Store
 

@@ -13,8 +13,8 @@ import uuid_utils
 
 from reginamq.common.errors import BadRequest, QueueFull, Unavailable
 from reginamq.engine import options as queue_options
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.names import check_name, check_queue_name
-from reginamq.engine.sealing import Sealer
 from reginamq.store import Store
 from reginamq.store.messages import Unsealed
 

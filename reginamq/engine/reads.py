@@ -24,7 +24,7 @@ import msgspec
 import orjson
 
 from reginamq.common.errors import BadRequest
-from reginamq.engine.browse import iso_millis
+from reginamq.common.times import iso_millis
 from reginamq.engine.names import check_name, check_queue_name
 from reginamq.store import Store
 

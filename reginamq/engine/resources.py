@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import orjson
 
-from reginamq.engine import groups
+from reginamq.common.times import stamp
+from reginamq.engine import consumer_groups
 from reginamq.engine.names import QUEUE_MODE
-from reginamq.engine.views import Page, not_found, stamp
+from reginamq.engine.views import Page, not_found
 from reginamq.store import Store
 
 
@@ -97,8 +98,8 @@ async def queue_detail(store: Store, queue: str, page: Page) -> dict:
     parts = await store.resources.partition_page(queue, None, page.limit, page.offset)
     entry["partitions"] = [_partition_entry(r) for r in parts]
     entry["limit"], entry["offset"] = page.limit, page.offset
-    entry["groups"] = await groups.summaries(store, None, queue)
-    queue_mode = await groups.summaries(store, QUEUE_MODE, queue)
+    entry["groups"] = await consumer_groups.summaries(store, None, queue)
+    queue_mode = await consumer_groups.summaries(store, QUEUE_MODE, queue)
     entry["queueMode"] = queue_mode[0] if queue_mode and queue_mode[0]["cursors"] else None
     return entry
 

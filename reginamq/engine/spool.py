@@ -32,7 +32,7 @@ import msgspec
 
 from reginamq.common.errors import Unavailable
 from reginamq.engine import push
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.store import Store
 
 log = logging.getLogger("reginamq.spool")

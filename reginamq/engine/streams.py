@@ -24,11 +24,11 @@ import msgspec
 import orjson
 
 from reginamq.common.errors import BadRequest, QueueFull
+from reginamq.common.times import iso_millis
 from reginamq.engine import ack as acks
 from reginamq.engine import push as pushes
-from reginamq.engine.browse import iso_millis
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, check_uuid
-from reginamq.engine.sealing import Sealer
 from reginamq.store import Store
 
 MAX_STATE_OPS = 10_000

@@ -19,7 +19,7 @@ import orjson
 import uuid_utils
 
 from reginamq.common.errors import BadRequest
-from reginamq.engine.browse import iso_millis
+from reginamq.common.times import iso_millis
 from reginamq.engine.names import QUEUE_MODE, check_name, check_partition_id
 from reginamq.store import Store
 

@@ -27,8 +27,8 @@ from reginamq.common.errors import BadRequest, QueueFull
 from reginamq.engine import ack as acks
 from reginamq.engine import kv, timers
 from reginamq.engine import push as pushes
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.names import check_uuid
-from reginamq.engine.sealing import Sealer
 from reginamq.store import Store
 
 MAX_OPERATIONS = 10_000

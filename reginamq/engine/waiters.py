@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.store import Store
 from reginamq.store.notices import CHANNEL, CONFIG_CHANNEL, EPHEMERAL_CHANNEL, SYNC_CHANNEL, Listener
 

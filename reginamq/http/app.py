@@ -24,10 +24,10 @@ from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.common.signals import DRAIN_SIGNAL
 from reginamq.engine.broker import Broker
 from reginamq.http import responses
+from reginamq.http.analytics import observe_request
 from reginamq.http.guard import Guard, Refused
 from reginamq.http.request import Request
 from reginamq.http.routes import ROUTER
-from reginamq.http.stats import observe_request
 from reginamq.security.tokens import verifier_from
 
 log = logging.getLogger("reginamq.http")

@@ -6,6 +6,7 @@ trace's id (the official client hands the answer back from ``msg.trace()``).
 
 from __future__ import annotations
 
+from reginamq.common.times import stamp
 from reginamq.engine import traces
 from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name, check_partition_id
@@ -21,7 +22,7 @@ async def record(broker: Broker, request: Request) -> responses.Response:
     trace = traces.prepare(request.json(traces.TraceBody))
     created_at = await traces.add(broker.store, trace)
     return responses.json(201, {"success": True, "traceId": trace.id,
-                                "createdAt": traces.iso_millis(created_at).decode()})
+                                "createdAt": stamp(created_at)})
 
 
 async def for_message(broker: Broker, request: Request) -> responses.Response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from reginamq.engine.broker import Broker
 from reginamq.maintenance.process_metrics import ProcessMetrics
 from reginamq.maintenance.retention import RetentionLoop
-from reginamq.maintenance.stats import StatsLoop
+from reginamq.maintenance.stats_refresh import StatsLoop
 from reginamq.maintenance.timer_fire import TimerFire
 
 

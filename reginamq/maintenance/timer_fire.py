@@ -17,7 +17,7 @@ import msgspec
 from reginamq.common.errors import BadRequest, QueueFull
 from reginamq.common.periodic import Periodic
 from reginamq.engine import push as pushes
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.store import Store
 from reginamq.store.database import Row
 

@@ -1,5 +1,5 @@
 """Bounded clean-up steps over several tables, and the planner statistics of new tables: what
-the elected stats loop (maintenance/stats.py) runs besides the refresh.
+the elected stats loop (maintenance/stats_refresh.py) runs besides the refresh.
 
 Each purge step deletes at most ``limit`` rows, in its own statement, and answers how many it
 deleted: a caller repeats a step while it deletes a full ``limit``, so no step holds locks or

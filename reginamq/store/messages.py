@@ -1,7 +1,7 @@
 """Messages and their leases: the push, pop and ack calls (002_push.sql, 003_pop.sql, 004_ack.sql).
 
 Each call is one statement. A push's and an ack's notices (the partitions with work, for the
-wake-ups and hints of engine/waiters.py and engine/hotlist.py) are announced on the connection
+wake-ups and hints of engine/waiters.py and engine/hot_partitions.py) are announced on the connection
 that made the write: after its commit when the call runs on its own, with the caller's commit
 inside a transaction (see notices.py). One pooled connection carries the write and its
 announcement, two statements in a row.

@@ -17,10 +17,10 @@ import msgspec
 import pytest
 
 from reginamq.engine import ack as ack_engine
-from reginamq.engine import stats
+from reginamq.engine import analytics
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.push import PushItem, execute, prepare
-from reginamq.engine.sealing import Sealer
-from reginamq.maintenance.stats import StatsLoop
+from reginamq.maintenance.stats_refresh import StatsLoop
 from reginamq.store import Store
 from reginamq.store.database import Database, Session
 from reginamq.store.statistics import REFRESH_LOCK_SQL, REFRESH_SQL
@@ -51,7 +51,7 @@ def own_database(database_url):
 
     async def first_refresh():  # the history-only first refresh, done before any test's traffic
         async with opened_store(url) as store:
-            await stats.refresh(store)
+            await analytics.refresh(store)
 
     asyncio.run(first_refresh())
     return url
@@ -95,7 +95,7 @@ async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_d
     await push(own_http, queue, *range(4), partition="b")
     audit = (await pop(own_http, queue, "a", consumerGroup="audit", subscriptionMode="all", batch=2))["messages"]
     await ack_batch(own_http, audit, consumer_group="audit")
-    await stats.refresh(own_store, full=True)  # what the incremental refreshes below carry forward
+    await analytics.refresh(own_store, full=True)  # what the incremental refreshes below carry forward
     before = await totals(own_db, queue)
     assert (before["pushed"], before["popped"], before["acked"], before["depth"], before["lag"]) == (10, 2, 2, 10, 8)
 
@@ -109,7 +109,7 @@ async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_d
     audit_a = (await pop(own_http, queue, "a", consumerGroup="audit", batch=10))["messages"]
     assert len((await pop(own_http, queue, "b", consumerGroup="audit", batch=2))["messages"]) == 2
     await push(own_http, queue, 6, 7, partition="a")
-    await stats.refresh(own_store, full=False)  # forgets what the pops noted: the acks must note their own
+    await analytics.refresh(own_store, full=False)  # forgets what the pops noted: the acks must note their own
     assert [(await totals(own_db, queue))[key] for key in ("pushed", "popped", "acked")] == [17, 17, 4]
 
     # acknowledgements: whole spans at once (rq_ack's set-based path), and one by one (its
@@ -118,7 +118,7 @@ async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_d
     await ack_batch(own_http, audit_a, consumer_group="audit")
     await ack(own_http, on_b[0])
     await ack(own_http, on_b[1], "failed", error="x")
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
 
     incremental = await totals(own_db, queue)
     incremental_groups = await groups(own_db, queue)
@@ -130,7 +130,7 @@ async def test_incremental_refreshes_book_what_a_full_pass_would(own_http, own_d
     buckets = await own_db.fetchrow(BUCKETS_SQL, queue)  # the queue came after the first refresh
     assert dict(buckets) == {key: incremental[key] for key in ("pushed", "popped", "acked", "failed")}
 
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     assert await totals(own_db, queue) == incremental  # nothing left for the full pass to book
     assert await groups(own_db, queue) == [("audit", 11, 3)]
 
@@ -139,7 +139,7 @@ async def test_refreshes_empty_the_notes_table(own_http, own_db, own_store, queu
     await push(own_http, queue, *range(3), partition="a")
     await ack_batch(own_http, (await pop(own_http, queue, "a", batch=3))["messages"])
     assert await own_db.fetchval(NOTES_SQL, queue) == 4  # partition created, push, pop, ack
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     assert await own_db.fetchval(NOTES_SQL, queue) == 0
     assert [(await totals(own_db, queue))[key] for key in ("pushed", "popped", "acked", "partitions")] == [3, 3, 3, 1]
 
@@ -153,7 +153,7 @@ async def test_a_pop_over_several_queues_notes_each_queue(own_http, own_db, own_
                                                          "autoAck": "true"})
     assert response.status_code == 200, response.text
     assert len(response.json()["messages"]) == 9
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     keys = ("pushed", "popped", "acked", "depth", "partitions")
     assert [(await totals(own_db, name))[key] for name in (first, second) for key in keys] == [
         3, 3, 3, 0, 1, 6, 6, 6, 0, 2]
@@ -166,14 +166,14 @@ async def test_messages_a_pop_skips_move_the_depth_and_count_as_nothing_consumed
     await push(own_http, queue, "old-1", "old-2", partition="a")
     await asyncio.sleep(1.3)
     await push(own_http, queue, "fresh", partition="a")
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     assert (await totals(own_db, queue))["depth"] == 3
 
     assert [m["data"] for m in (await pop(own_http, queue, "a", autoAck=True))["messages"]] == ["fresh"]
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     incremental = await totals(own_db, queue)
     assert [incremental[key] for key in ("pushed", "popped", "acked", "depth")] == [3, 1, 1, 0]
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     assert await totals(own_db, queue) == incremental
 
 
@@ -186,7 +186,7 @@ async def test_every_charged_failure_counts_once_also_the_one_that_dead_letters(
         assert (await ack(own_http, message, "failed", error="x"))["success"]
     assert await pop(own_http, queue, "a") is None
     await asyncio.sleep(2.1)  # dead letters are counted a little behind the refresh's instant
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     after = await totals(own_db, queue)
     assert [after[key] for key in ("popped", "acked", "failed", "dead_lettered", "depth", "dlq_depth")] == [
         1, 1, 2, 1, 0, 1]
@@ -198,16 +198,16 @@ async def test_an_ack_committed_after_a_refresh_keeps_its_note_for_the_next(own_
     during a refresh keeps its note, and the next refresh books it."""
     await push(own_http, queue, *range(2), partition="a")
     popped = (await pop(own_http, queue, "a", batch=2))["messages"]
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     before = (await totals(own_db, queue))["acked"]
     acks = ack_engine.prepare([ack_engine.Ack(transactionId=m["transactionId"], partitionId=m["partitionId"],
                                               leaseId=m["leaseId"]) for m in popped])
     async with connection(own_database) as writer, writer.transaction():
         assert all(row["success"] for row in await ack_engine.write(Store(Session(writer)), acks))
-        await stats.refresh(own_store, full=False)
+        await analytics.refresh(own_store, full=False)
         assert (await totals(own_db, queue))["acked"] == before  # not visible yet
     assert await own_db.fetchval(NOTES_SQL, queue) == 1  # its note outlived the refresh
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     assert (await totals(own_db, queue))["acked"] == before + 2
     assert await own_db.fetchval(NOTES_SQL, queue) == 0
 
@@ -215,12 +215,12 @@ async def test_an_ack_committed_after_a_refresh_keeps_its_note_for_the_next(own_
 async def test_a_seek_moves_the_gauges_at_the_next_full_pass_and_counts_nothing(own_http, own_db, own_store, queue):
     await push(own_http, queue, *range(5), partition="a")
     await ack(own_http, (await pop(own_http, queue, "a", consumerGroup="audit", subscriptionMode="all"))["messages"][0])
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     assert ((await totals(own_db, queue))["acked"], await groups(own_db, queue)) == (1, [("audit", 4, 1)])
 
     response = await own_http.post(f"/api/v1/consumer-groups/audit/queues/{queue}/seek", json={"toEnd": True})
     assert response.status_code == 200, response.text
-    await stats.refresh(own_store, full=False)  # a seek writes no note: an incremental refresh misses it
+    await analytics.refresh(own_store, full=False)  # a seek writes no note: an incremental refresh misses it
     assert ((await totals(own_db, queue))["acked"], await groups(own_db, queue)) == (1, [("audit", 4, 1)])
 
     response = await own_http.post("/api/v1/stats/refresh", json={})  # an explicit refresh is a full pass
@@ -231,13 +231,13 @@ async def test_a_seek_moves_the_gauges_at_the_next_full_pass_and_counts_nothing(
 
 
 async def test_the_state_records_full_passes_only(own_db, own_store):
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     full_at, took = await own_db.fetchrow("SELECT full_at, full_seconds FROM rq_stats_state")
     assert took >= 0
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     row = await own_db.fetchrow("SELECT full_at, full_seconds, refreshed_at FROM rq_stats_state")
     assert (row["full_at"], row["full_seconds"]) == (full_at, took) and row["refreshed_at"] > full_at
-    since, last_took = await stats.last_full_pass(own_store)
+    since, last_took = await analytics.last_full_pass(own_store)
     assert since > 0 and last_took == took
 
 
@@ -270,10 +270,10 @@ async def test_a_refresh_waits_for_one_in_progress_and_books_nothing_twice(own_h
     async with connection(own_database) as other:
         async with other.transaction(isolation="repeatable_read"):
             await other.execute(REFRESH_LOCK_SQL)
-            waiting = asyncio.create_task(stats.refresh(own_store, full=True))
+            waiting = asyncio.create_task(analytics.refresh(own_store, full=True))
             await asyncio.sleep(0.3)
             assert not waiting.done()
-            await other.fetchval(REFRESH_SQL, stats.BUCKET_SECONDS, stats.KEEP_SECONDS, True)
+            await other.fetchval(REFRESH_SQL, analytics.BUCKET_SECONDS, analytics.KEEP_SECONDS, True)
         await waiting  # took its snapshot after the other refresh committed, so it books nothing again
     assert (await totals(own_db, queue))["pushed"] == 4
 
@@ -282,16 +282,16 @@ async def test_a_push_committed_after_a_refresh_is_booked_by_the_next(own_http, 
     """A push's note commits with its messages: a push left uncommitted across a refresh, for
     however long, is booked by the first refresh after it commits, and only once."""
     await push(own_http, queue, 1, partition="a")
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     before = (await totals(own_db, queue))["pushed"]
     items = [PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"2")),
              PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"3"))]
     async with connection(own_database) as writer, writer.transaction():
         await execute(Store(Session(writer)), prepare(items), Sealer())
         await asyncio.sleep(1.5)
-        await stats.refresh(own_store, full=False)
+        await analytics.refresh(own_store, full=False)
         assert (await totals(own_db, queue))["pushed"] == before  # not visible yet
-    await stats.refresh(own_store, full=False)
+    await analytics.refresh(own_store, full=False)
     assert (await totals(own_db, queue))["pushed"] == before + 2
-    await stats.refresh(own_store, full=True)
+    await analytics.refresh(own_store, full=True)
     assert (await totals(own_db, queue))["pushed"] == before + 2

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from reginamq.engine import hotlist
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine import hot_partitions
+from reginamq.engine.hot_partitions import HotPartitions
 
 
 @pytest.fixture
 def now(monkeypatch) -> list[float]:
     """The monotonic clock hotlist reads, moved by hand: ``now[0] += seconds``."""
     clock = [100.0]
-    monkeypatch.setattr(hotlist.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(hot_partitions.time, "monotonic", lambda: clock[0])
     return clock
 
 
@@ -20,7 +20,7 @@ def now(monkeypatch) -> list[float]:
 def wall(monkeypatch) -> list[float]:
     """The wall clock hotlist reads (``since``), moved by hand."""
     clock = [1_000_000.0]
-    monkeypatch.setattr(hotlist.time, "time", lambda: clock[0])
+    monkeypatch.setattr(hot_partitions.time, "time", lambda: clock[0])
     return clock
 
 
@@ -63,22 +63,22 @@ def test_each_group_has_its_own_hints():
 
 
 def test_a_list_is_capped_by_dropping_the_oldest_and_the_sweep_takes_them_over(monkeypatch, wall):
-    monkeypatch.setattr(hotlist, "MAX_HINTS_PER_READER", 3)
+    monkeypatch.setattr(hot_partitions, "MAX_HINTS_PER_READER", 3)
     hot = HotPartitions()
     since = hot.take("q", "g", 1)[1]
-    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS
+    assert since.timestamp() == wall[0] + hot_partitions.CLOCK_MARGIN_SECONDS
     wall[0] += 10
     hot.pushed("q", ["a", "b", "c", "d", "e"])
     taken, since, _ = hot.take("q", "g", 1)
     assert taken == ["c", "d", "e"]
-    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS  # "a" and "b" are the sweep's
+    assert since.timestamp() == wall[0] + hot_partitions.CLOCK_MARGIN_SECONDS  # "a" and "b" are the sweep's
 
 
 def test_the_full_lookup_runs_once_a_second_and_after_a_reconnect(now):
     hot = HotPartitions()
     assert hot.take("q", "g", 1)[2] is True
     assert hot.take("q", "g", 1)[2] is False
-    now[0] += hotlist.SCAN_INTERVAL
+    now[0] += hot_partitions.SCAN_INTERVAL
     assert hot.take("q", "g", 1)[2] is True
     hot.forget()
     assert hot.take("q", "g", 1)[2] is True
@@ -88,9 +88,9 @@ def test_an_idle_reader_is_forgotten(now):
     hot = HotPartitions()
     hot.take("q", "idle", 1)
     hot.take("q", "busy", 1)
-    now[0] += hotlist.IDLE_READER_SECONDS / 2
+    now[0] += hot_partitions.IDLE_READER_SECONDS / 2
     hot.take("q", "busy", 1)
-    now[0] += hotlist.IDLE_READER_SECONDS / 2 + 1
+    now[0] += hot_partitions.IDLE_READER_SECONDS / 2 + 1
     hot.take("q", "busy", 1)  # the idle one is dropped here
     hot.pushed("q", ["a"])
     assert hot.take("q", "busy", 1)[0] == ["a"]
@@ -104,8 +104,8 @@ def test_a_change_without_partitions_hands_the_queue_back_to_the_sweep(wall):
     wall[0] += 100
     hot.changed("q")
     _, since, scan = hot.take("q", "g", 1)
-    assert since.timestamp() == wall[0] + hotlist.CLOCK_MARGIN_SECONDS and scan is True
-    assert hot.take("other", "g", 1)[1].timestamp() == 1_000_000.0 + hotlist.CLOCK_MARGIN_SECONDS
+    assert since.timestamp() == wall[0] + hot_partitions.CLOCK_MARGIN_SECONDS and scan is True
+    assert hot.take("other", "g", 1)[1].timestamp() == 1_000_000.0 + hot_partitions.CLOCK_MARGIN_SECONDS
 
 
 def test_look_ups_every_second_while_the_hints_are_young_then_a_safety_net(now):
@@ -113,9 +113,9 @@ def test_look_ups_every_second_while_the_hints_are_young_then_a_safety_net(now):
     assert hot.take("q", "g", 1)[2] is True  # a new reader looks at once
     now[0] += 1.0
     assert hot.take("q", "g", 1)[2] is True
-    now[0] += hotlist.CATCH_UP_SECONDS
+    now[0] += hot_partitions.CATCH_UP_SECONDS
     assert hot.take("q", "g", 1)[2] is False  # caught up: the safety net only
-    now[0] += hotlist.SAFETY_SCAN_INTERVAL
+    now[0] += hot_partitions.SAFETY_SCAN_INTERVAL
     assert hot.take("q", "g", 1)[2] is True
     now[0] += 1.0
     assert hot.take("q", "g", 1)[2] is False
@@ -131,10 +131,10 @@ def test_hints_replace_the_look_up_once_the_reader_has_caught_up(now):
     hot.pushed("q", ["a"])
     now[0] += 1.0
     assert hot.take("q", "g", 1)[::2] == (["a"], True)  # young hints: look up beside them
-    now[0] += hotlist.CATCH_UP_SECONDS
+    now[0] += hot_partitions.CATCH_UP_SECONDS
     hot.pushed("q", ["b"])
     assert hot.take("q", "g", 1)[::2] == (["b"], False)  # caught up: the hints suffice
-    now[0] += hotlist.SAFETY_SCAN_INTERVAL
+    now[0] += hot_partitions.SAFETY_SCAN_INTERVAL
     hot.pushed("q", ["c"])
     assert hot.take("q", "g", 1)[::2] == (["c"], False)
     assert hot.take("q", "g", 1)[::2] == ([], True)  # no hints: the safety net looks

@@ -12,8 +12,8 @@ from queen.http.pop_frames import decode_pop_frames
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import pop, push
+from reginamq.engine.encryption import Sealer
 from reginamq.engine.names import check_partition_id, partition_number
-from reginamq.engine.sealing import Sealer
 from reginamq.http import pop_frames
 
 NUMBERED = "9e3779b9-7f4a-7c15-0000-000000000000"  # what rq_new_partition_id makes of sequence value 1

@@ -6,7 +6,7 @@ import pytest
 
 from reginamq.common.errors import BadRequest
 from reginamq.engine import pop, push
-from reginamq.engine.sealing import Sealer
+from reginamq.engine.encryption import Sealer
 from reginamq.http.routes import ROUTER
 
 

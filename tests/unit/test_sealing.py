@@ -10,7 +10,7 @@ import pytest
 
 from reginamq.config import Settings
 from reginamq.engine import push
-from reginamq.engine.sealing import ID_PREFIX, Sealer, SealingError, parse_key
+from reginamq.engine.encryption import ID_PREFIX, Sealer, SealingError, parse_key
 
 KEY, OTHER = os.urandom(32), os.urandom(32)
 

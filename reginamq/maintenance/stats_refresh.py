@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from reginamq.engine import ephemeral, stats
+from reginamq.engine import analytics, ephemeral
 from reginamq.maintenance import leader, process_metrics
 
 STEP_ROWS = 10_000
@@ -60,8 +60,8 @@ class StatsLoop(leader.ElectedLoop):
     async def round(self) -> dict[str, int]:
         store = self._store
         analysed = await store.housekeeping.analyze_new_tables(NEW_TABLE_ROWS)
-        full = full_pass_due(*await stats.last_full_pass(store))
-        totals = {"queues": await stats.refresh(store, full), "tombstones": 0, "traces": 0,
+        full = full_pass_due(*await analytics.last_full_pass(store))
+        totals = {"queues": await analytics.refresh(store, full), "tombstones": 0, "traces": 0,
                   "processMetrics": 0, "expiredKeys": 0, "idleRings": 0, "analysed": analysed}
         metrics_before = datetime.now(UTC) - timedelta(days=process_metrics.KEEP_DAYS)
         steps = [("tombstones", store.housekeeping.purge_tombstones),

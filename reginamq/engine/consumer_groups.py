@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from reginamq.engine.views import Page, not_found, stamp
+from reginamq.common.times import stamp
+from reginamq.engine.views import Page, not_found
 from reginamq.store import Store
 
 LAGGING_SECONDS = 300  # a group whose oldest unconsumed message is older than this is Lagging

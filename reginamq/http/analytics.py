@@ -22,7 +22,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reginamq import __version__
 from reginamq.common.errors import BadRequest, Unavailable
-from reginamq.engine import stats
+from reginamq.common.times import stamp
+from reginamq.engine import analytics
 from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_queue_name
 from reginamq.http import responses
@@ -49,7 +50,7 @@ def observe_request(method: str, route: str, status: int, seconds: float) -> Non
 
 
 async def status(broker: Broker, request: Request) -> responses.Response:
-    body = await stats.status(broker.store)
+    body = await analytics.status(broker.store)
     body["version"] = __version__
     return responses.json(200, body)
 
@@ -57,25 +58,25 @@ async def status(broker: Broker, request: Request) -> responses.Response:
 async def queues(broker: Broker, request: Request) -> responses.Response:
     limit = request.query_int("limit", 100, 1, MAX_PAGE)
     offset = request.query_int("offset", 0, 0, 2**31 - 1)
-    return responses.json(200, await stats.queues(broker.store, limit, offset))
+    return responses.json(200, await analytics.queues(broker.store, limit, offset))
 
 
 async def queue(broker: Broker, request: Request) -> responses.Response:
     name = check_queue_name(request.path_params["queue"])
-    body = await stats.queue(broker.store, name)
+    body = await analytics.queue(broker.store, name)
     if body is None:
         return responses.error(404, f"queue {name!r} not found")
     return responses.json(200, body)
 
 
-async def analytics(broker: Broker, request: Request) -> responses.Response:
+async def status_analytics(broker: Broker, request: Request) -> responses.Response:
     queue_name = request.query("queue")
     queue_name = check_queue_name(queue_name) if queue_name else None
     since, until = _time_range(request)
-    interval = request.query_int("interval", 60, stats.BUCKET_SECONDS, 86_400)
+    interval = request.query_int("interval", 60, analytics.BUCKET_SECONDS, 86_400)
     if (until - since).total_seconds() / interval > MAX_ANALYTICS_POINTS:
         raise BadRequest(f"at most {MAX_ANALYTICS_POINTS} points: widen interval or narrow from/to")
-    return responses.json(200, await stats.analytics(broker.store, queue_name, since, until, interval))
+    return responses.json(200, await analytics.analytics(broker.store, queue_name, since, until, interval))
 
 
 def _time_range(request: Request) -> tuple[datetime, datetime]:
@@ -101,19 +102,19 @@ def _process_filter(request: Request) -> tuple[datetime, datetime, str | None, i
 async def system_metrics(broker: Broker, request: Request) -> responses.Response:
     """Per process (a replica each), a point a minute: CPU, memory, database pool, event loop."""
     chosen = _process_filter(request)
-    return 200, await stats.system_metrics(broker.store, *chosen)
+    return 200, await analytics.system_metrics(broker.store, *chosen)
 
 
 async def worker_metrics(broker: Broker, request: Request) -> responses.Response:
     """Throughput, pop lag and health of the processes, in buckets that widen with the range."""
     chosen = _process_filter(request)
-    return 200, await stats.worker_metrics(broker.store, *chosen)
+    return 200, await analytics.worker_metrics(broker.store, *chosen)
 
 
 async def refresh(broker: Broker, request: Request) -> responses.Response:
-    count = await stats.refresh(broker.store)
+    count = await analytics.refresh(broker.store)
     return responses.json(200, {"success": True, "queues": count,
-                                "refreshedAt": stats.stamp(datetime.now(UTC))})
+                                "refreshedAt": stamp(datetime.now(UTC))})
 
 
 def _process(broker: Broker) -> dict:
@@ -124,7 +125,7 @@ def _process(broker: Broker) -> dict:
 
 
 async def metrics_json(broker: Broker, request: Request) -> responses.Response:
-    body = await stats.snapshot(broker.store)
+    body = await analytics.snapshot(broker.store)
     body["process"] = _process(broker)
     body["version"] = __version__
     return responses.json(200, body)
@@ -219,7 +220,7 @@ async def metrics_prometheus(broker: Broker, request: Request) -> responses.Resp
     """Answered even with the database away: then the queue families are left out and
     ``reginamq_database_up`` is 0, while the spool gauges say what waits on disk."""
     try:
-        snapshot = await stats.snapshot(broker.store)
+        snapshot = await analytics.snapshot(broker.store)
     except Unavailable:
         snapshot = None
     registry = CollectorRegistry(auto_describe=False)
@@ -232,7 +233,7 @@ ROUTES: list = [
     ("GET", "/api/v1/status", status, READ_ONLY),
     ("GET", "/api/v1/status/queues", queues, READ_ONLY),
     ("GET", "/api/v1/status/queues/{queue}", queue, READ_ONLY),
-    ("GET", "/api/v1/status/analytics", analytics, READ_ONLY),
+    ("GET", "/api/v1/status/analytics", status_analytics, READ_ONLY),
     ("GET", "/api/v1/analytics/system-metrics", system_metrics, READ_ONLY),
     ("GET", "/api/v1/analytics/worker-metrics", worker_metrics, READ_ONLY),
     ("POST", "/api/v1/stats/refresh", refresh, ADMIN),

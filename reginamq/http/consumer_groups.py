@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reginamq.common.errors import BadRequest
-from reginamq.engine import groups
+from reginamq.engine import consumer_groups
 from reginamq.engine.broker import Broker
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
 from reginamq.http import responses
@@ -59,30 +59,30 @@ def _timestamp(name: str, value: Any) -> datetime:
 
 
 async def list_groups(broker: Broker, request: Request) -> responses.Response:
-    return responses.json(200, await groups.summaries(broker.store, None, None))
+    return responses.json(200, await consumer_groups.summaries(broker.store, None, None))
 
 
 async def lagging(broker: Broker, request: Request) -> responses.Response:
     seconds = request.query_int("minLagSeconds", 60, 0, MAX_LAG_SECONDS)
-    return responses.json(200, await groups.lagging(broker.store, seconds))
+    return responses.json(200, await consumer_groups.lagging(broker.store, seconds))
 
 
 async def detail(broker: Broker, request: Request) -> responses.Response:
     group, paging = _group(request), page(request, default=MAX_PAGE)
     queue = request.query("queue")
     queue = check_queue_name(queue) if queue else None
-    return responses.json(200, await groups.detail(broker.store, group, queue, paging))
+    return responses.json(200, await consumer_groups.detail(broker.store, group, queue, paging))
 
 
 async def delete_group(broker: Broker, request: Request) -> responses.Response:
     group, metadata = _group(request), request.query_bool("deleteMetadata", True)
-    return responses.json(200, await groups.delete(broker.store, group, None, metadata))
+    return responses.json(200, await consumer_groups.delete(broker.store, group, None, metadata))
 
 
 async def delete_for_queue(broker: Broker, request: Request) -> responses.Response:
     group, metadata = _group(request), request.query_bool("deleteMetadata", True)
     queue = check_queue_name(request.path_params["queue"])
-    return responses.json(200, await groups.delete(broker.store, group, queue, metadata))
+    return responses.json(200, await consumer_groups.delete(broker.store, group, queue, metadata))
 
 
 async def seek(broker: Broker, request: Request) -> responses.Response:
@@ -98,7 +98,7 @@ async def seek(broker: Broker, request: Request) -> responses.Response:
     if to_end == (raw_at is not None):
         raise BadRequest('send exactly one of {"toEnd": true} or {"timestamp": "ISO-8601"}')
     at = None if raw_at is None else _timestamp("timestamp", raw_at)
-    return responses.json(200, await groups.seek(broker.store, group, queue, to_end, at))
+    return responses.json(200, await consumer_groups.seek(broker.store, group, queue, to_end, at))
 
 
 async def subscription(broker: Broker, request: Request) -> responses.Response:
@@ -120,7 +120,7 @@ async def subscription(broker: Broker, request: Request) -> responses.Response:
     start = None if raw_from is None else _timestamp("subscriptionFrom", raw_from)
     if mode == "new" and start is None:
         start = datetime.now(UTC)
-    return responses.json(200, await groups.subscribe(broker.store, group, queue, mode, start))
+    return responses.json(200, await consumer_groups.subscribe(broker.store, group, queue, mode, start))
 
 
 ROUTES: list = [

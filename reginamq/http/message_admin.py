@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reginamq.common.errors import BadRequest
-from reginamq.engine import browse
+from reginamq.engine import message_admin
 from reginamq.engine.broker import Broker
 from reginamq.engine.names import check_name, check_partition_id, check_queue_name, group_or_queue_mode
 from reginamq.http import responses
@@ -27,9 +27,9 @@ async def list_messages(broker: Broker, request: Request) -> responses.Response:
     if not queue:
         raise BadRequest("query parameter queue is required")
     partition, status = request.query("partition"), request.query("status")
-    if status and status not in browse.STATUSES:
-        raise BadRequest(f"status must be one of: {', '.join(browse.STATUSES)}")
-    query = browse.MessageQuery(
+    if status and status not in message_admin.STATUSES:
+        raise BadRequest(f"status must be one of: {', '.join(message_admin.STATUSES)}")
+    query = message_admin.MessageQuery(
         queue=check_queue_name(queue),
         partition=check_name("partition", partition) if partition else None,
         group=_group(request),
@@ -41,13 +41,13 @@ async def list_messages(broker: Broker, request: Request) -> responses.Response:
     )
     if query.since and query.until and query.since > query.until:
         raise BadRequest("from must not be after to")
-    return 200, await browse.page(broker.store, query, broker.sealer.reveal)
+    return 200, await message_admin.page(broker.store, query, broker.sealer.reveal)
 
 
 async def get_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
     group = _group(request)
-    body = await browse.get(broker.store, partition_id, txid, group, broker.sealer.reveal)
+    body = await message_admin.get(broker.store, partition_id, txid, group, broker.sealer.reveal)
     if body is None:
         return responses.error(404, "message not found")
     return 200, body
@@ -55,7 +55,7 @@ async def get_message(broker: Broker, request: Request) -> responses.Response:
 
 async def delete_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
-    deleted = await browse.delete(broker.store, partition_id, txid)
+    deleted = await message_admin.delete(broker.store, partition_id, txid)
     if not deleted:
         return responses.error(404, "message not found")
     return responses.json(200, {"success": True, "deleted": deleted, "partitionId": partition_id,
@@ -64,7 +64,7 @@ async def delete_message(broker: Broker, request: Request) -> responses.Response
 
 async def retry_message(broker: Broker, request: Request) -> responses.Response:
     partition_id, txid = _address(request)
-    answer = await browse.retry(broker.store, partition_id, txid)
+    answer = await message_admin.retry(broker.store, partition_id, txid)
     if answer is None:
         return responses.error(404, "message not found")
     return responses.json(200, answer)

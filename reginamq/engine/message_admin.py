@@ -23,14 +23,11 @@ from datetime import datetime
 import orjson
 import uuid_utils
 
+from reginamq.common.times import iso_millis
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store import Store
 
 STATUSES = ("pending", "leased", "completed", "dead")
-
-
-def iso_millis(moment: datetime) -> bytes:
-    return (moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z").encode()
 
 
 @dataclasses.dataclass(frozen=True)

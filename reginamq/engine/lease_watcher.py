@@ -12,7 +12,7 @@ thousand queues with a consumer each wait without a query per consumer per secon
 from __future__ import annotations
 
 from reginamq.common.periodic import Periodic
-from reginamq.engine.hotlist import HotPartitions
+from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store
 

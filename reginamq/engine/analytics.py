@@ -4,7 +4,7 @@ Queen's process analytics from the processes' own rows (013_process_metrics.sql)
 Counters and gauges are derived from the tables by a refresh (the elected stats loop every
 ``--maintenance-interval`` seconds, or POST /api/v1/stats/refresh), so they are the same
 whichever worker process or node answers. Only the request-latency histogram and the
-database-pool gauges are per process (see :mod:`reginamq.http.stats`).
+database-pool gauges are per process (see :mod:`reginamq.http.analytics`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from reginamq.engine.browse import iso_millis
+from reginamq.common.times import stamp
 from reginamq.store import Store
 
 BUCKET_SECONDS = 10
@@ -25,10 +25,6 @@ COUNTERS = ("pushed", "popped", "acked", "failed", "deadLettered")
 _COLUMNS = {"pushed": "pushed", "popped": "popped", "acked": "acked", "failed": "failed",
             "deadLettered": "dead_lettered"}
 STARTED = time.time()
-
-
-def stamp(moment: datetime | None) -> str | None:
-    return None if moment is None else iso_millis(moment).decode()
 
 
 async def refresh(store: Store, full: bool = True) -> int:
