@@ -23,7 +23,9 @@ import httpx
 
 from reginamq.bench.broker import OwnBroker
 from reginamq.engine import analytics
-from reginamq.maintenance.retention import STEP_ROWS, STEP_SQL, WINDOW_PARTITIONS, id_ranges
+from reginamq.maintenance.retention import STEP_ROWS, WINDOW_PARTITIONS, id_ranges
+from reginamq.store import Store
+from reginamq.store.database import Database
 
 TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup")
 SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
@@ -128,7 +130,8 @@ async def refresh_seconds(database_url: str, url: str, queue: str, partitions: i
     load (it books the changes), a full pass with nothing changed, then an incremental refresh
     (what the stats loop runs between full passes) after ``moved`` old partitions were written
     and consumed."""
-    conn = await asyncpg.connect(database_url)
+    database = Database(database_url, 1)
+    await database.open()
     try:
         timings = []
         for full in (True, True, False):
@@ -141,29 +144,32 @@ async def refresh_seconds(database_url: str, url: str, queue: str, partitions: i
                                             params={"batch": moved, "partitions": moved, "autoAck": "true"})
                     assert answer.status_code == 200, answer.status_code
             started = time.monotonic()
-            await analytics.refresh(conn, full)
+            await analytics.refresh(Store(database), full)
             timings.append(time.monotonic() - started)
         return timings
     finally:
-        await conn.close()
+        await database.close()
 
 
 async def retention_walk_seconds(database_url: str, workers: int) -> float:
     """One full retention walk over every partition, ``workers`` ranges side by side, each in
     the loop's bounded steps (maintenance/retention.py), as the elected loop walks them."""
-    async def walk(start, end) -> None:
-        conn = await asyncpg.connect(database_url)
-        try:
-            position = start
-            while position is not None:
-                row = await conn.fetchrow(STEP_SQL, position, end, WINDOW_PARTITIONS, STEP_ROWS, 0, 0)
-                position = row["next_from"]
-        finally:
-            await conn.close()
+    database = Database(database_url, workers)
+    await database.open()
+    store = Store(database)
 
-    started = time.monotonic()
-    await asyncio.gather(*(walk(start, end) for start, end in id_ranges(workers)))
-    return time.monotonic() - started
+    async def walk(start, end) -> None:
+        position = start
+        while position is not None:
+            row = await store.retention.sweep_step(position, end, WINDOW_PARTITIONS, STEP_ROWS, 0, 0)
+            position = row["next_from"]
+
+    try:
+        started = time.monotonic()
+        await asyncio.gather(*(walk(start, end) for start, end in id_ranges(workers)))
+        return time.monotonic() - started
+    finally:
+        await database.close()
 
 
 async def vacuum(database_url: str) -> None:

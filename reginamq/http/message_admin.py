@@ -1,4 +1,5 @@
-"""Messages routes: browse, detail, delete, retry (and the DLQ's replay and purge, see dlq.py)."""
+"""Operator access to single messages over HTTP: browse, detail, delete, retry (the message
+plane's push, pop and ack are in messages.py; the DLQ's replay and purge in dlq.py)."""
 
 from __future__ import annotations
 
