@@ -6,7 +6,7 @@ broker knows what the client cannot: how much work is waiting for the consumer g
 stale it is, and how fast the group's consumers get through what they are handed. Each
 process keeps, per lane (what a pop reads and its consumer group), a few smoothed readings:
 
-- **ready**: partitions with work for the lane (the hints waiting for it, see hotlist.py, and
+- **ready**: partitions with work for the lane (the hints waiting for it, see hot_partitions.py, and
   what its pops claimed). The width, the partitions one pop may claim, is that shared among
   the lane's pops in flight in this process (parked long polls included), so one consumer
   does not take everything while others wait; while the messages delivered are older than

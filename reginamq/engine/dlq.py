@@ -25,7 +25,7 @@ class DlqQuery:
 
 
 async def page(store: Store, query: DlqQuery, reveal) -> dict:
-    """One page of dead letters; ``reveal`` opens sealed fragments (see sealing.py)."""
+    """One page of dead letters; ``reveal`` opens sealed fragments (see encryption.py)."""
     rows = await store.dead_letters.page(query.queue, query.group, query.partition, query.since, query.until,
                                          query.limit, query.offset)
     messages = []

@@ -139,7 +139,7 @@ class HotPartitions:
         return any(self._queues.values()) or any(self._selections.values())
 
     def lease_expired(self, queue: str, group: str, partition_id: str) -> bool:
-        """A lease of the reader ran out (see expiries.py): the partition is a hint again.
+        """A lease of the reader ran out (see lease_watcher.py): the partition is a hint again.
         False when this process has no such reader."""
         handed = False
         for readers in self._sources_of(queue):

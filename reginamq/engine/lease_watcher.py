@@ -22,7 +22,7 @@ MAX_PER_LOOK = 10_000
 
 class LeaseWatcher(Periodic):
     def __init__(self, store: Store, hot: HotPartitions, waiters: Waiters) -> None:
-        super().__init__(LOOK_SECONDS, "expiries")
+        super().__init__(LOOK_SECONDS, "lease_watcher")
         self._store, self._hot, self._waiters = store, hot, waiters
 
     async def tick(self) -> None:

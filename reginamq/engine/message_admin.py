@@ -51,8 +51,8 @@ def _message(fragment: bytes, partition_id: str, partition: str, queue: bytes, c
 
 
 async def page(store: Store, query: MessageQuery, reveal) -> bytes:
-    """One page of messages; ``reveal`` opens sealed fragments (see sealing.py)."""
-    rows = await store.browse.page(query.queue, query.partition, query.group, query.status, query.since,
+    """One page of messages; ``reveal`` opens sealed fragments (see encryption.py)."""
+    rows = await store.message_admin.page(query.queue, query.partition, query.group, query.status, query.since,
                                    query.until, query.limit, query.offset)
     queue = orjson.dumps(query.queue)
     messages = [_message(reveal(row[5]), row[0], row[1], queue, row[3], row[4], query.group) for row in rows]
@@ -61,7 +61,7 @@ async def page(store: Store, query: MessageQuery, reveal) -> bytes:
     elif query.offset == 0:
         total = 0
     else:  # a page past the end still reports the total of the filtered set
-        first = await store.browse.page(query.queue, query.partition, query.group, query.status,
+        first = await store.message_admin.page(query.queue, query.partition, query.group, query.status,
                                         query.since, query.until, 1, 0)
         total = first[0][6] if first else 0
     tail = orjson.dumps({"total": total, "limit": query.limit, "offset": query.offset})
@@ -69,7 +69,7 @@ async def page(store: Store, query: MessageQuery, reveal) -> bytes:
 
 
 async def get(store: Store, partition_id: str, txid: str, group: str, reveal) -> bytes | None:
-    row = await store.browse.get(partition_id, txid, group)
+    row = await store.message_admin.get(partition_id, txid, group)
     if row is None:
         return None
     body = _message(reveal(row["payload"]), partition_id, row["partition_name"], orjson.dumps(row["queue_name"]),
@@ -79,12 +79,12 @@ async def get(store: Store, partition_id: str, txid: str, group: str, reveal) ->
 
 
 async def delete(store: Store, partition_id: str, txid: str) -> int:
-    return await store.browse.delete(partition_id, txid)
+    return await store.message_admin.delete(partition_id, txid)
 
 
 async def retry(store: Store, partition_id: str, txid: str) -> dict | None:
     new_id = str(uuid_utils.uuid7())
-    row = await store.browse.retry(partition_id, txid, new_id)
+    row = await store.message_admin.retry(partition_id, txid, new_id)
     if row is None or row["message_offset"] is None:
         return None
     return {"success": True, "messageId": new_id, "transactionId": txid, "partitionId": partition_id,

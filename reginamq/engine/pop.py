@@ -105,7 +105,7 @@ class SweepPositions(dict):
     next, for a second and then twice as long each time up to :data:`MAX_SWEEP_PAUSE`, so
     that idle pollers and consumers that keep up do not walk a large queue over and over.
     The pause ends early when the reader's hints began again (``since`` moved: see
-    hotlist.py), because what the sweep must cover changed then.
+    hot_partitions.py), because what the sweep must cover changed then.
     Losing this state (a restart) only restarts a sweep from the beginning."""
 
     @staticmethod
@@ -238,7 +238,7 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
             report = conflating is None and request.group != QUEUE_MODE
             # Nothing announced (having heard every announcement), no look-up due, the sweep
             # resting and the group's policy known: there is nothing to ask the database.
-            # Expired leases announce themselves too (expiries.py), so an idle long poll costs
+            # Expired leases announce themselves too (lease_watcher.py), so an idle long poll costs
             # no query at all.
             asking = bool(hints) or scan or may_sweep or report
             first_attempt = False
@@ -337,7 +337,7 @@ def _reads_hints(request: PopRequest) -> bool:
 
 
 def _source(request: PopRequest):
-    """Whose hints a pop reads: its queue's, or its selection's (see hotlist.py)."""
+    """Whose hints a pop reads: its queue's, or its selection's (see hot_partitions.py)."""
     return request.queue if request.queue is not None else (request.namespace, request.task)
 
 
@@ -392,7 +392,7 @@ def render_empty(popped: Popped, request: PopRequest) -> bytes:
 
 
 def render(popped: Popped, group: str, reveal) -> bytes:
-    """The pop's JSON answer; ``reveal`` opens sealed fragments (see sealing.py)."""
+    """The pop's JSON answer; ``reveal`` opens sealed fragments (see encryption.py)."""
     rows = popped.rows
     first = rows[0]
     group_json = orjson.dumps(group)

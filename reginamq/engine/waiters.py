@@ -3,7 +3,7 @@
 Once a push has committed, the store announces ``queue + "\n" + partition ids`` on the
 ``rq_push`` channel (store/notices.py); every broker process listens on one connection of its
 own and wakes the pops parked on that queue, so a push on any worker process or node wakes a
-waiter at once, and hands the partition ids to the process's hot list (hotlist.py), where
+waiter at once, and hands the partition ids to the process's hot list (hot_partitions.py), where
 wildcard pops look first. Notifications are hints only: a waiter that misses one still
 re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured or deleted), so what a process caches

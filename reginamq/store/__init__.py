@@ -19,7 +19,7 @@ The families:
 - ``queues``: the queue row a configure reads and writes, deletion, the change notice (:mod:`.queues`);
 - ``resources``: what is in the queues, paged: overview, queues, partitions, depth (:mod:`.resources`);
 - ``consumer_groups``: where each group stands, seek, delete, subscription (:mod:`.consumer_groups`);
-- ``browse``: single messages for operators: page, read, delete, retry (:mod:`.browse`);
+- ``message_admin``: single messages for operators: page, read, delete, retry (:mod:`.message_admin`);
 - ``statistics``: the refresh and the counters and gauges it leaves (:mod:`.statistics`);
 - ``process_metrics``: each process's row a minute and Queen's process analytics (:mod:`.process_metrics`);
 - ``housekeeping``: the stats loop's bounded purge steps and new tables' ANALYZE (:mod:`.housekeeping`);
@@ -45,7 +45,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from reginamq.store.browse import Browse
 from reginamq.store.consumer_groups import ConsumerGroups
 from reginamq.store.database import Database, Executor, Session
 from reginamq.store.dead_letters import DeadLetters
@@ -54,6 +53,7 @@ from reginamq.store.housekeeping import Housekeeping
 from reginamq.store.kv import KeyValues
 from reginamq.store.leadership import Leadership
 from reginamq.store.locks import Locks
+from reginamq.store.message_admin import MessageAdmin
 from reginamq.store.messages import Messages
 from reginamq.store.notices import Notices
 from reginamq.store.process_metrics import ProcessMetrics
@@ -79,7 +79,7 @@ class Store:
         self.queues = Queues(executor)
         self.resources = Resources(executor)
         self.consumer_groups = ConsumerGroups(executor)
-        self.browse = Browse(executor)
+        self.message_admin = MessageAdmin(executor)
         self.statistics = Statistics(executor)
         self.process_metrics = ProcessMetrics(executor)
         self.housekeeping = Housekeeping(executor)

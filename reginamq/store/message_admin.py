@@ -22,7 +22,7 @@ RETRY_SQL = ("SELECT message_offset, queue_name, partition_name, removed_dead_le
              "FROM rq_message_retry($1, $2, $3)")
 
 
-class Browse:
+class MessageAdmin:
     def __init__(self, db: Executor):
         self._db = db
 
