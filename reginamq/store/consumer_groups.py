@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 SUMMARIES_SQL = """
 SELECT s.*, floor(extract(epoch FROM now() - s.oldest_pending_at))::bigint AS max_time_lag
@@ -28,10 +28,7 @@ SEEK_SQL = "SELECT * FROM rq_grp_seek($1, $2, $3, $4)"
 SUBSCRIBE_SQL = "SELECT * FROM rq_grp_subscribe($1, $2, $3, $4)"
 
 
-class ConsumerGroups:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class ConsumerGroups(Family):
     async def summaries(self, group: str | None, queue: str | None) -> list[Row]:
         """One row per (group, queue) read, by group then queue name, optionally one group and
         one queue: partitions, cursors, live leases, lag, the oldest unconsumed message's push

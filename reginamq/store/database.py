@@ -109,6 +109,16 @@ class Executor(Protocol):
     async def executemany(self, sql: str, args: Sequence[Sequence[Any]]) -> None: ...
 
 
+class Family:
+    """One table family of the store (store/__init__.py): its calls run on ``executor``, the
+    pool or one transaction."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, executor: Executor):
+        self._db = executor
+
+
 class Session:
     """One connection inside one transaction: the statements of a unit of work
     (:meth:`Database.atomically`). Its methods are asyncpg's, minus the retries: a failure

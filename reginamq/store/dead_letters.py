@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 PAGE_SQL = "SELECT * FROM rq_dlq_page($1, $2, $3, $4, $5, $6, $7)"
 REPLAY_SQL = ("SELECT message_offset, partition_id::text, transaction_id, queue_name, partition_name "
@@ -12,10 +12,7 @@ REPLAY_SQL = ("SELECT message_offset, partition_id::text, transaction_id, queue_
 PURGE_SQL = "SELECT rq_dlq_purge($1, $2, $3)"
 
 
-class DeadLetters:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class DeadLetters(Family):
     async def page(self, queue: str, group: str | None, partition: str | None, since: datetime | None,
                    until: datetime | None, limit: int, offset: int) -> list[Row]:
         """The dead letters of ``queue`` (narrowed to a group, a partition, a time range), oldest

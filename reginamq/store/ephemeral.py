@@ -9,7 +9,7 @@ a new one). ``defaults`` is the options in force where a queue declares none, as
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 PUSH_SQL = "SELECT rq_eph_push($1, $2, $3, $4, $5::jsonb)"
 POP_SQL = "SELECT rq_eph_pop($1, $2, $3, $4, $5, $6::jsonb)"
@@ -22,10 +22,7 @@ DECLARE_SQL = ("INSERT INTO rq_eph_declared (queue, options) VALUES ($1, $2::jso
 DELETE_SQL = "SELECT deleted, declared FROM rq_eph_delete($1)"
 
 
-class Ephemeral:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Ephemeral(Family):
     async def push(self, queue: str, partition: str, payloads: list[str], sizes: list[int], defaults: str) -> int:
         """Appends ``payloads`` (JSON texts of ``sizes`` bytes) to the ring, all or none, and
         answers how many; over the queue's bounds the policy ``reject`` refuses them all

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor
+from reginamq.store.database import Family
 
 ANALYZE_NEW_SQL = "SELECT rq_analyze_new_tables($1)"
 TOMBSTONES_SQL = "SELECT rq_deleted_purge_step($1)"
@@ -19,10 +19,7 @@ IDLE_RINGS_SQL = "SELECT rq_eph_collect_step($1, $2)"
 TRACES_SQL = "SELECT rq_traces_purge_step($2, $1)"
 
 
-class Housekeeping:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Housekeeping(Family):
     async def analyze_new_tables(self, min_rows: int) -> int:
         """ANALYZEs the tables pushes and pops plan against that hold ``min_rows`` rows and were
         never analysed, so the plans made while they were nearly empty are replaced; answers how

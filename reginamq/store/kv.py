@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from reginamq.store.database import Executor
+from reginamq.store.database import Family
 
 APPLY_SQL = "SELECT rq_kv_apply($1::jsonb, $2)"
 _PRECONDITION = "kv_precondition_failed"
@@ -26,10 +26,7 @@ class PreconditionFailed(Exception):
         self.index, self.reason, self.version, self.value = index, reason, version, value
 
 
-class KeyValues:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class KeyValues(Family):
     async def apply(self, ops: str, read_bytes: int) -> str:
         """Applies ``ops`` (the JSON array of ops in apply order: writes and checks in byte
         order of (namespace, key), reads of many keys last) in one statement, and answers the

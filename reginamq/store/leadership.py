@@ -3,15 +3,12 @@ one process may run at a time, held by whoever keeps renewing it."""
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor
+from reginamq.store.database import Family
 
 TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"
 
 
-class Leadership:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Leadership(Family):
     async def take(self, name: str, holder: str, seconds: int) -> bool:
         """Takes or renews lease ``name`` for ``holder`` until ``seconds`` from now, atomically:
         True when it is free, expired or already ``holder``'s; False (nothing changed) while

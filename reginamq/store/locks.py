@@ -5,7 +5,7 @@ verdict as JSON text: a lock somebody else holds is a verdict, never an error.""
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor
+from reginamq.store.database import Family
 
 ACQUIRE_SQL = "SELECT rq_lock_acquire($1, $2, $3, $4)"
 RENEW_SQL = "SELECT rq_lock_renew($1, $2, $3, $4, $5)"
@@ -13,10 +13,7 @@ RELEASE_SQL = "SELECT rq_lock_release($1, $2, $3)"
 HOLDERS_SQL = "SELECT jsonb_build_object('holders', rq_lock_holders($1))"
 
 
-class Locks:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Locks(Family):
     async def acquire(self, name: str, owner: str, ttl_seconds: int, limit: int) -> str:
         """Takes a permit of ``name`` (``limit`` slots) for ``ttl_seconds``: the one ``owner``
         already holds (``already: true``, for an acquire sent again), or the lowest free slot

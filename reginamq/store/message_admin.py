@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 PAGE_SQL = ("SELECT partition_id::text, partition_name, transaction_id, created_at, status, payload, total "
             "FROM rq_messages_page($1, $2, $3, $4, $5, $6, $7, $8)")
@@ -22,10 +22,7 @@ RETRY_SQL = ("SELECT message_offset, queue_name, partition_name, removed_dead_le
              "FROM rq_message_retry($1, $2, $3)")
 
 
-class MessageAdmin:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class MessageAdmin(Family):
     async def page(self, queue: str, partition: str | None, group: str, status: str | None,
                    since: datetime | None, until: datetime | None, limit: int, offset: int) -> list[Row]:
         """A page of ``queue``'s messages, newest first, narrowed to a partition, a status for

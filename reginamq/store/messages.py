@@ -19,7 +19,7 @@ import asyncpg
 import orjson
 
 from reginamq.common.errors import QueueFull
-from reginamq.store.database import Connection, Database, Executor, Row, Session
+from reginamq.store.database import Connection, Database, Family, Row, Session
 from reginamq.store.notices import CHANNEL, NOTIFY_SQL, send_after_commit
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
@@ -66,10 +66,7 @@ def _uuids(ids: list[str | None]) -> str:
     return _SEPARATOR.join(["" if value is None else value for value in ids])
 
 
-class Messages:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Messages(Family):
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
                    enforce_max_size: bool) -> list[Row]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 import asyncpg
 
 from reginamq.common.errors import Unavailable
-from reginamq.store.database import UNAVAILABLE, Connection, Database, Executor, Session
+from reginamq.store.database import UNAVAILABLE, Connection, Database, Executor, Family, Session
 
 log = logging.getLogger("reginamq.notices")
 
@@ -76,10 +76,7 @@ class Listener:
             await self._conn.close()
 
 
-class Notices:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Notices(Family):
     async def announce(self, channel: str, notices: list[str]) -> None:
         """Send ``notices`` on ``channel`` for writes already made. In a transaction (a store of
         ``Store.atomically``) they go with its commit, and a failure fails the transaction;

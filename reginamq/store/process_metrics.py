@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from reginamq.store.database import Executor
+from reginamq.store.database import Family
 
 WRITE_SQL = """
 INSERT INTO rq_process_metrics VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
@@ -31,10 +31,7 @@ WORKER_SQL = "SELECT rq_worker_metrics($1, $2, $3, $4)::text"
 PURGE_SQL = "SELECT rq_process_metrics_purge_step($1, $2)"
 
 
-class ProcessMetrics:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class ProcessMetrics(Family):
     async def write(self, rows: Sequence[Sequence[Any]]) -> None:
         """Writes each row (every column of rq_process_metrics, in table order), replacing the
         row of the same minute, host, port and process."""

@@ -4,17 +4,14 @@ of every queue's row, refreshed by their callers' caches when the options change
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 ENCRYPTED_SQL = "SELECT name FROM rq_queues WHERE encryption_enabled"
 FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
 DIRECTORY_SQL = "SELECT name, namespace, task FROM rq_queues"
 
 
-class QueueSettings:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class QueueSettings(Family):
     async def encrypted(self) -> frozenset[str]:
         """The names of the queues with ``encryptionEnabled``."""
         return frozenset(row[0] for row in await self._db.fetch(ENCRYPTED_SQL))

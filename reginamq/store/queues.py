@@ -9,7 +9,7 @@ its row.
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 LOCK_NAME_SQL = "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))"
 CURRENT_SQL = "SELECT options, namespace, task FROM rq_queues WHERE name = $1 FOR UPDATE"
@@ -24,10 +24,7 @@ CHANGED_SQL = "SELECT pg_notify('rq_config', $1)"
 OPTIONS_SQL = "SELECT options FROM rq_queues WHERE name = $1"
 
 
-class Queues:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Queues(Family):
     async def lock(self, queue: str) -> Row | None:
         """Locks the name ``queue`` and its row until the transaction ends, and answers the row's
         ``options`` (JSON text), ``namespace`` and ``task``; ``None`` when there is no such queue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 FETCH_SQL = ("SELECT entry, found, high_watermark, log_start, base_offset, created_at, txids, payloads, deleted "
              "FROM rq_fetch($1, $2, $3, $4, $5)")
@@ -14,10 +14,7 @@ CHANGED_SQL = ("SELECT found, safe_time, id::text, name, last_offset, log_start,
                "FROM rq_partitions_changed($1, $2, $3, $4, $5)")
 
 
-class Reads:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Reads(Family):
     async def records(self, queues: list[str], partitions: list[str], offsets: list[int], budgets: list[int],
                     call_budget: int) -> list[Row]:
         """For each entry ``i`` (1-based ``entry``) of the parallel lists, in entry order: first a

@@ -8,7 +8,7 @@ may see different instants.
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 OVERVIEW_SQL = "SELECT *, now() AS at FROM rq_res_overview()"
 QUEUE_PAGE_SQL = "SELECT * FROM rq_res_queue_page(NULL, $1, $2, $3, $4, $5)"
@@ -23,10 +23,7 @@ DEPTH_TOTALS_SQL = "SELECT * FROM rq_res_depth_totals($1, $2)"
 DEPTH_PAGE_SQL = "SELECT * FROM rq_res_depth_page($1, $2, $3, $4)"
 
 
-class Resources:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Resources(Family):
     async def overview(self) -> Row:
         """The whole system in one row: counts of queues, partitions, namespaces, tasks, groups and
         subscriptions, messages stored, pending, in flight and dead-lettered, the last write, and

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 PERIODS_SQL = "SELECT rq_retention_periods()"
 DUE_SQL = "SELECT * FROM rq_retention_due_step($1, $2, $3, $4, $5, $6)"
@@ -22,10 +22,7 @@ DEDUP_SQL = "SELECT rq_dedup_purge_step($1)"
 TOTALS_PURGE_SQL = "SELECT rq_retention_totals_purge()"
 
 
-class Retention:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Retention(Family):
     async def periods(self) -> list[int]:
         """The retention periods in use (the queues' retentionSeconds, maxWaitTimeSeconds and
         completedRetentionSeconds above 0), in seconds, distinct, ascending; empty for none."""

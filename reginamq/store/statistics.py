@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Database, Executor, Row
+from reginamq.store.database import Database, Executor, Family, Row
 
 REPEATABLE_READ_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 REFRESH_LOCK_SQL = "LOCK TABLE rq_stats_state IN EXCLUSIVE MODE"
@@ -30,10 +30,7 @@ STATE_SQL = "SELECT refreshed_at FROM rq_stats_state WHERE id = 1"
 RETENTION_SQL = "SELECT * FROM rq_retention_totals_of()"
 
 
-class Statistics:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Statistics(Family):
     async def refresh(self, bucket_seconds: int, keep_seconds: int, full: bool) -> int:
         """Books the notes of what moved since the last refresh into the current
         ``bucket_seconds`` bucket and the totals, forgets buckets older than ``keep_seconds``,

@@ -3,17 +3,14 @@ by name with the hash of its operator chain, and its state rows per (query, part
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5)"
 STATE_SQL = "SELECT key, value, updated_at FROM rq_stream_state_get($1, $2, $3, $4, $5)"
 APPLY_SQL = "SELECT rq_stream_state_apply($1, $2, $3, $4, $5)"
 
 
-class Streams:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Streams(Family):
     async def register(self, name: str, source: str, sink: str | None, config_hash: str, reset: bool) -> Row:
         """Registers (or finds) query ``name``, atomically; concurrent registrations of one name
         meet on its row lock. The row is (``query_id``, ``fresh``: created now, ``did_reset``,

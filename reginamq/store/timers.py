@@ -6,7 +6,7 @@ on it answers ``too_late``, and another fire skips it, so a timer is delivered o
 
 from __future__ import annotations
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 APPLY_SQL = "SELECT rq_timers_apply($1::jsonb)"
 PEEK_SQL = "SELECT rq_timer_peek($1, $2)"
@@ -15,10 +15,7 @@ TAKE_SQL = "SELECT queue, timer_key, partition, payload, txn, message_id::text F
 BACK_OFF_SQL = "SELECT rq_timers_back_off($1, $2)"
 
 
-class Timers:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Timers(Family):
     async def apply(self, ops: str) -> str:
         """Applies ``ops`` (the JSON array of schedule/reschedule/cancel ops ``{i, op, queue, key,
         ...}``) in the order given, in one statement, and answers the JSON array of their results

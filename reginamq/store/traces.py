@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reginamq.store.database import Executor, Row
+from reginamq.store.database import Family, Row
 
 ADD_SQL = "SELECT rq_trace_add($1, $2, $3, $4, $5, $6::text::jsonb, $7)"
 FOR_MESSAGE_SQL = "SELECT * FROM rq_traces_for_message($1, $2, $3)"
@@ -13,10 +13,7 @@ BY_NAME_SQL = "SELECT * FROM rq_traces_by_name($1, $2, $3, $4, $5)"
 NAMES_SQL = "SELECT * FROM rq_trace_names_page($1, $2, $3)"
 
 
-class Traces:
-    def __init__(self, db: Executor):
-        self._db = db
-
+class Traces(Family):
     async def add(self, trace_id: str, partition_id: str, txid: str, group: str | None, event_type: str,
                   data: str, names: list[str]) -> datetime:
         """Records trace ``trace_id`` (``data``: JSON text, stored as jsonb) with its names,
