@@ -139,7 +139,7 @@ BEGIN
     -- are serialised (an advisory lock per queue, taken in id order after every partition
     -- lock, so no cycle), and a push that would go past the limit is refused whole: the
     -- exception rolls back everything this call (or its transaction bundle) wrote.
-    -- Unconsumed: beyond the slowest cursor of the partition (or its log start without one).
+    -- Unconsumed: beyond the slowest cursor of each partition (rq_pending, 003_pop.sql).
     IF p_enforce_max_size AND v_size_limited THEN
         v_item_queues := ARRAY(SELECT p_queue[g] FROM unnest(p_group) g);
         PERFORM pg_advisory_xact_lock(1366, q.id::int)
@@ -149,10 +149,10 @@ BEGIN
         INTO v_full
         FROM (
             SELECT q.name, q.max_size, n.incoming,
-                   (SELECT coalesce(sum(p.last_offset - greatest(p.log_start - 1,
-                                        coalesce((SELECT min(c.committed) FROM rq_consumers c
-                                                  WHERE c.partition_id = p.id),
-                                                 rq_first_offset(p.id, p.log_start, p.last_offset) - 1))), 0)
+                   (SELECT coalesce(sum(rq_pending(p.last_offset, p.log_start,
+                                                   rq_first_offset(p.id, p.log_start, p.last_offset),
+                                                   (SELECT min(c.committed) FROM rq_consumers c
+                                                    WHERE c.partition_id = p.id))), 0)
                     FROM rq_partitions p WHERE p.queue_id = q.id) AS size
             FROM (SELECT t.qname, count(*) AS incoming FROM unnest(v_item_queues, v_fresh) AS t(qname, fresh)
                   WHERE t.fresh GROUP BY t.qname) n

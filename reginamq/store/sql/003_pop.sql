@@ -30,6 +30,19 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
                     rq_first_offset(p_partition, p_log_start, p_last_offset) - 1)
 $$;
 
+-- The messages of a partition a reader has yet to consume: those past p_done (what it has
+-- committed; for a queue, what the least advanced of the partition's cursors has: "worst
+-- cursor"), or the whole stored log from p_first when it has read nothing (p_done NULL), never
+-- what lies below the log start. For a queue, the rule retention uses to decide what every
+-- reader is done with. One definition for the pop, the push's maxSize, the statistics and the
+-- resources: a plain IMMUTABLE SQL expression using each argument once, so the planner inlines
+-- it where it is called (it costs what the expression written out costs, and p_first is
+-- evaluated only when p_done is NULL).
+CREATE OR REPLACE FUNCTION rq_pending(p_last_offset bigint, p_log_start bigint, p_first bigint, p_done bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT greatest(p_last_offset - greatest(coalesce(p_done, p_first - 1), p_log_start - 1), 0)
+$$;
+
 -- Wildcard candidates without reading every partition of the queue (a queue may hold a
 -- million): partitions of this group whose lease has expired (an index on expiring leases) ...
 CREATE OR REPLACE FUNCTION rq_pop_expired(p_qids bigint[], p_group text, p_limit int)
@@ -530,8 +543,7 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
         WHERE p_partition IS NULL
     )
     SELECT least(coalesce(sum(ready), 0), p_batch) FROM (
-        SELECT p.last_offset - greatest(p.log_start - 1, coalesce(c.committed,
-                                                                rq_first_offset(p.id, p.log_start, p.last_offset) - 1))
+        SELECT rq_pending(p.last_offset, p.log_start, rq_first_offset(p.id, p.log_start, p.last_offset), c.committed)
                AS ready
         FROM candidates k
         JOIN rq_partitions p ON p.id = k.id

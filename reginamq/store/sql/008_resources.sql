@@ -1,11 +1,9 @@
 -- Resources: what is in the queues, read with aggregate SQL and paged, never a whole table
 -- in the broker's memory. Offsets make depth arithmetic: a partition stores the messages
 -- first..last_offset (first: rq_first_offset, log_start or past it); a cursor has consumed
--- everything <= committed.
---
--- Queue-level pending ("worst cursor"): the messages the least advanced cursor of the
--- partition has not committed, or its whole stored log when no one has read it yet (the
--- same rule retention uses to decide what every reader is done with).
+-- everything <= committed. A queue's pending messages are the "worst cursor" rule's
+-- (rq_pending, 003_pop.sql): what the least advanced cursor of each partition has not committed,
+-- or its whole stored log when no one has read it yet.
 
 -- When the message at p_offset was pushed (its segment's stamp); NULL when it is not stored.
 -- Two index probes at most: the segment that starts at or below the offset, else the next.
@@ -46,8 +44,7 @@ LANGUAGE sql STABLE AS $$
     WITH parts AS (
         SELECT count(*) AS partitions,
                coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint AS messages,
-               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
-                                                                p.log_start - 1), 0)), 0)::bigint AS pending,
+               coalesce(sum(rq_pending(p.last_offset, p.log_start, f.first, c.done)), 0)::bigint AS pending,
                max(p.last_write_at) AS last_write_at
         FROM rq_partitions p
         CROSS JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f
@@ -95,8 +92,7 @@ LANGUAGE sql STABLE AS $$
     CROSS JOIN LATERAL (
         SELECT count(*) AS partitions,
                coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint AS messages,
-               coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
-                                                                p.log_start - 1), 0)), 0)::bigint AS pending,
+               coalesce(sum(rq_pending(p.last_offset, p.log_start, f.first, c.done)), 0)::bigint AS pending,
                max(p.last_write_at) AS last_write_at
         FROM rq_partitions p
         CROSS JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f
@@ -127,7 +123,7 @@ LANGUAGE sql STABLE AS $$
            CASE WHEN y.pending > 0 THEN rq_message_created_at(y.id, y.last_offset - y.pending + 1) END
     FROM (
         SELECT x.*,
-               greatest(x.last_offset - greatest(coalesce(c.done, x.first - 1), x.log_start - 1), 0) AS pending,
+               rq_pending(x.last_offset, x.log_start, x.first, c.done) AS pending,
                coalesce(c.cursors, 0) AS cursors
         FROM (
             SELECT q.name AS queue_name, p.id, p.name, p.last_offset, p.log_start,
@@ -164,8 +160,7 @@ LANGUAGE sql STABLE AS $$
     SELECT pq.name, count(DISTINCT pq.id),
            count(p.id),
            coalesce(sum(greatest(p.last_offset - f.first + 1, 0)), 0)::bigint,
-           coalesce(sum(greatest(p.last_offset - greatest(coalesce(c.done, f.first - 1),
-                                                            p.log_start - 1), 0)), 0)::bigint
+           coalesce(sum(rq_pending(p.last_offset, p.log_start, f.first, c.done)), 0)::bigint
     FROM per_queue pq
     LEFT JOIN rq_partitions p ON p.queue_id = pq.id
     LEFT JOIN LATERAL (SELECT rq_first_offset(p.id, p.log_start, p.last_offset) AS first) f ON true
@@ -183,10 +178,8 @@ RETURNS TABLE (partition_name text, pending bigint)
 LANGUAGE sql STABLE AS $$
     SELECT p.name,
            CASE
-               WHEN p_group IS NULL THEN greatest(p.last_offset - greatest(coalesce(w.done,
-                                                                                    rq_first_offset(p.id, p.log_start,
-                                                                                                    p.last_offset) - 1),
-                                                                           p.log_start - 1), 0)
+               WHEN p_group IS NULL THEN rq_pending(p.last_offset, p.log_start,
+                                                    rq_first_offset(p.id, p.log_start, p.last_offset), w.done)
                WHEN c.committed IS NULL AND g.name IS NULL AND p_group <> '__QUEUE_MODE__' THEN 0
                ELSE greatest(p.last_offset - rq_effective_committed(p.id, p.log_start, p.last_offset,
                                                                     p.last_write_at, c.committed,

@@ -188,11 +188,9 @@ BEGIN
         SELECT q.id AS queue_id, coalesce(d.pushed, 0) AS pushed, coalesce(d.popped, 0) AS popped,
                coalesce(d.acked, 0) AS acked, coalesce(d.failed, 0) AS failed, coalesce(d.dead, 0) AS dead,
                CASE WHEN v_full THEN
-                        coalesce((SELECT sum(greatest(p.last_offset
-                                                      - greatest(coalesce(c.committed,
-                                                                          rq_first_offset(p.id, p.log_start,
-                                                                                          p.last_offset) - 1),
-                                                                 p.log_start - 1), 0))
+                        coalesce((SELECT sum(rq_pending(p.last_offset, p.log_start,
+                                                        rq_first_offset(p.id, p.log_start, p.last_offset),
+                                                        c.committed))
                                   FROM rq_partitions p
                                   LEFT JOIN rq_consumers c ON c.partition_id = p.id
                                                           AND c.consumer_group = '__QUEUE_MODE__'
