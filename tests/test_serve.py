@@ -158,17 +158,8 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
         await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
         await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
                            "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-        # earlier versions found expired keys and old traces through BRIN indexes
-        await conn.execute("DROP INDEX rq_dedup_expires")
-        await conn.execute("CREATE INDEX rq_dedup_expiry ON rq_dedup USING brin (expires_at)")
-        await conn.execute("DROP INDEX rq_traces_created_at")
-        await conn.execute("CREATE INDEX rq_traces_created ON rq_traces USING brin (created_at)")
-        expiry_indexes = ("SELECT array_agg(c.relname || ':' || am.amname ORDER BY c.relname) FROM pg_class c "
-                          "JOIN pg_am am ON am.oid = c.relam WHERE c.relname IN "
-                          "('rq_dedup_expiry', 'rq_dedup_expires', 'rq_traces_created', 'rq_traces_created_at')")
         await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
         assert await apply_schema(target) is True
-        assert await conn.fetchval(expiry_indexes) == ["rq_dedup_expires:btree", "rq_traces_created_at:btree"]
         assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
         returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
                                     "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
@@ -181,24 +172,23 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
             "rq_consumer_groups"} <= tables
 
 
-async def test_an_upgrade_turns_the_old_stored_ttl_default_off_once_and_new_partitions_get_numbered_ids(
-        fresh_database):
+async def test_an_upgrade_keeps_stored_options_and_new_partitions_get_numbered_ids(fresh_database):
     await apply_schema(fresh_database)
     conn = await asyncpg.connect(fresh_database)
     try:
-        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ('old-default', '{\"ttl\": 3600}'),"
+        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ('set', '{\"ttl\": 3600}'),"
                            " ('chosen', '{\"ttl\": 600}')")
-        await conn.execute("DELETE FROM rq_migrations")  # as a database from before the migration
         await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
         assert await apply_schema(fresh_database) is True
         ttls = dict(await conn.fetch("SELECT name, ttl_seconds FROM rq_queues"))
-        assert ttls == {"old-default": 0, "chosen": 600}
-        await conn.execute("UPDATE rq_queues SET options = '{\"ttl\": 3600}' WHERE name = 'old-default'")
-        await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
-        assert await apply_schema(fresh_database) is True
-        assert await conn.fetchval("SELECT ttl_seconds FROM rq_queues WHERE name = 'old-default'") == 3600  # once
-        ids = await conn.fetch("SELECT rq_new_partition_id() FROM generate_series(1, 3)")
-        assert all(str(row[0]).endswith("-0000-000000000000") for row in ids) and len(set(ids)) == 3
+        assert ttls == {"set": 3600, "chosen": 600}
+        # the upgrade redefined rq_new_partition_id: the partitions' default uses it again
+        queue_id = await conn.fetchval("SELECT id FROM rq_queues WHERE name = 'set'")
+        created = await conn.fetch("INSERT INTO rq_partitions (queue_id, name) SELECT $1, 'p' || n "
+                                   "FROM generate_series(1, 3) n RETURNING id", queue_id)
+        ids = [row[0] for row in created] + [row[0] for row in await conn.fetch(
+            "SELECT rq_new_partition_id() FROM generate_series(1, 3)")]
+        assert all(str(i).endswith("-0000-000000000000") for i in ids) and len(set(ids)) == 6
     finally:
         await conn.close()
 

@@ -14,4 +14,4 @@ BEGIN
     END LOOP;
 END $$;
 
-DROP TYPE IF EXISTS rq_ack_result, rq_ack_outcome, rq_ack_resolved, rq_stats_move CASCADE;
+DROP TYPE IF EXISTS rq_ack_outcome, rq_ack_resolved, rq_stats_move CASCADE;

@@ -1,17 +1,6 @@
--- Background work, run by one elected broker process at a time.
-
--- Retention settings the SQL enforces, derived from the stored options. retentionSeconds
--- applies only with retentionEnabled; completedRetentionSeconds applies on its own (Queen's
--- soak configures just that key).
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS retention_seconds int
-    GENERATED ALWAYS AS (CASE WHEN (options->>'retentionEnabled')::bool
-                              THEN (options->>'retentionSeconds')::int ELSE 0 END) STORED;
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS completed_retention_seconds int
-    GENERATED ALWAYS AS ((options->>'completedRetentionSeconds')::int) STORED;
--- maxWaitTimeSeconds (Queen's message age eviction): older messages are deleted for every
--- reader, consumed or not, leased or not, whether retentionEnabled is set or not.
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS max_wait_seconds int
-    GENERATED ALWAYS AS ((options->>'maxWaitTimeSeconds')::int) STORED;
+-- Background work, run by one elected broker process at a time: retention (what each queue's
+-- retention_seconds, max_wait_seconds and completed_retention_seconds delete,
+-- 001_queues_and_partitions.sql), the idle-partition cleanup and the deduplication purge.
 
 -- What retention deleted, per queue and per retention worker (a row per worker, so parallel
 -- workers never wait on each other's counter): segments, messages, the messages among them
@@ -27,6 +16,7 @@ CREATE TABLE IF NOT EXISTS rq_retention_totals (
     PRIMARY KEY (queue_id, worker)
 );
 
+-- Which broker process runs each background loop, until when (rq_take_leader_lease).
 CREATE TABLE IF NOT EXISTS rq_leader_leases (
     name        text PRIMARY KEY,
     holder      text NOT NULL,
@@ -65,9 +55,8 @@ $$;
 -- nothing): every cursor of the partition, and no named group of its queue (p_groups of them)
 -- that has no cursor there yet (it would still read the partition from its start). The caller
 -- counts the queue's groups, once per queue rather than once per partition. A one-row table,
--- so that PostgreSQL inlines it into the caller's plan (a scalar SQL function is called row
--- by row).
-DROP FUNCTION IF EXISTS rq_readers_done(uuid, bigint);
+-- so that PostgreSQL inlines it into the caller's plan (a scalar SQL function with an aggregate
+-- is called row by row).
 CREATE OR REPLACE FUNCTION rq_cursors_done(p_partition uuid, p_groups bigint) RETURNS TABLE (done bigint)
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN count(*) = 0
@@ -436,10 +425,10 @@ LANGUAGE sql AS $$
 $$;
 
 -- Forget deduplication keys whose window has passed, at most p_limit per call, the oldest
--- first. In expiry order, so the plan walks the expiry index (001_schema.sql) even when much
--- of the table has expired (a purge catching up): without the order, a planner expecting half
--- the rows to match scanned the table from its start, through the live keys in the pages
--- vacuum had reused, for each step.
+-- first. In expiry order, so the plan walks the expiry index (001_queues_and_partitions.sql)
+-- even when much of the table has expired (a purge catching up): without the order, a planner
+-- expecting half the rows to match would scan the table from its start, through the live keys
+-- in the pages vacuum reused, for each step.
 CREATE OR REPLACE FUNCTION rq_dedup_purge_step(p_limit int) RETURNS int
 LANGUAGE sql AS $$
     WITH gone AS (

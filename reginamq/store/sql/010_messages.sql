@@ -1,7 +1,8 @@
--- Operator routes over single messages: browse, detail, delete (a tombstone), retry, and the
--- DLQ's replay and purge. Messages live in segment arrays, so nothing here ever changes an
--- offset: a deleted message keeps its slot, its fragment is replaced by a tombstone (the data
--- is gone) and its offset is recorded in rq_deleted, which the pop path consults to skip it.
+-- Operator routes over single messages: browse, detail, delete (a tombstone) and retry (the
+-- dead-letter queue's replay and purge are 006_dlq.sql's). Messages live in segment arrays, so
+-- nothing here ever changes an offset: a deleted message keeps its slot, its fragment is
+-- replaced by a tombstone (the data is gone) and its offset is recorded in rq_deleted, which the
+-- pop path consults to skip it.
 
 CREATE TABLE IF NOT EXISTS rq_deleted (
     partition_id    uuid NOT NULL,
@@ -10,9 +11,6 @@ CREATE TABLE IF NOT EXISTS rq_deleted (
     deleted_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (partition_id, message_offset)
 );
-
--- "Is this message dead for this group?" while browsing, and replay/retry by message.
-CREATE INDEX IF NOT EXISTS rq_dlq_message ON rq_dlq (partition_id, message_offset);
 
 -- One page of a queue's messages, newest first, with the status of each message relative to
 -- one reader (the queue-mode cursor or a named group) and the total of the filtered set.
@@ -217,54 +215,6 @@ BEGIN
     SELECT v_off, q.name, p.name, v_removed
     FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = p_partition;
 END;
-$$;
-
--- Replay one dead letter: its snapshot goes back to the end of its partition as a new message
--- (same transactionId, new id) and the entry is removed. Nothing comes back for an unknown id;
--- a row with a NULL offset when the partition no longer exists (the entry is kept).
-CREATE OR REPLACE FUNCTION rq_dlq_replay(p_id uuid, p_new_id uuid)
-RETURNS TABLE (message_offset bigint, partition_id uuid, transaction_id text, queue_name text,
-               partition_name text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_entry  record;
-    v_off    bigint;
-BEGIN
-    SELECT d.partition_id INTO v_entry FROM rq_dlq d WHERE d.id = p_id;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    -- Partition lock first, then the entry: the same order as a retry.
-    PERFORM 1 FROM rq_partitions p WHERE p.id = v_entry.partition_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT NULL::bigint, v_entry.partition_id, NULL::text, NULL::text, NULL::text;
-        RETURN;
-    END IF;
-    DELETE FROM rq_dlq d WHERE d.id = p_id
-    RETURNING d.partition_id, d.transaction_id, d.payload INTO v_entry;
-    IF NOT FOUND THEN
-        RETURN;  -- replayed or purged meanwhile
-    END IF;
-    v_off := rq_append_copy(v_entry.partition_id, v_entry.transaction_id, v_entry.payload, p_new_id);
-    RETURN QUERY
-    SELECT v_off, p.id, v_entry.transaction_id, q.name, p.name
-    FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE p.id = v_entry.partition_id;
-END;
-$$;
-
--- Purge a queue's dead letters, optionally only one group's or one partition's.
-CREATE OR REPLACE FUNCTION rq_dlq_purge(p_queue text, p_group text, p_partition text) RETURNS int
-LANGUAGE sql AS $$
-    WITH gone AS (
-        DELETE FROM rq_dlq d
-        USING rq_queues q
-        WHERE q.name = p_queue AND d.queue_id = q.id
-          AND (p_group IS NULL OR d.consumer_group = p_group)
-          AND (p_partition IS NULL OR d.partition_id IN (SELECT p.id FROM rq_partitions p
-                                                         WHERE p.queue_id = q.id AND p.name = p_partition))
-        RETURNING 1
-    )
-    SELECT count(*)::int FROM gone
 $$;
 
 -- Forget tombstones no pop can reach any more (before the first stored message, or of a

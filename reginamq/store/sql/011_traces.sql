@@ -13,9 +13,8 @@ CREATE TABLE IF NOT EXISTS rq_traces (
 );
 CREATE INDEX IF NOT EXISTS rq_traces_message ON rq_traces (partition_id, transaction_id, created_at);
 -- The purge (rq_traces_purge_step) finds old traces through this index: a btree, as for the
--- deduplication keys (001_schema.sql), since a BRIN range stops narrowing once vacuum hands
--- the purged pages to new traces.
-DROP INDEX IF EXISTS rq_traces_created;  -- the BRIN index of earlier versions
+-- deduplication keys (001_queues_and_partitions.sql), since a BRIN range stops narrowing once
+-- vacuum hands the purged pages to new traces.
 CREATE INDEX IF NOT EXISTS rq_traces_created_at ON rq_traces (created_at);
 
 -- One row per (name, trace): lookups by name page through this index.

@@ -1,6 +1,7 @@
 -- Statistics: per-queue counters and gauges, the same whichever worker process or node served
 -- the traffic. The hot paths note what they moved, in the transaction that moves it, as one
--- row per call and queue (rq_stats_notes): push the messages written and the partitions
+-- row per call and queue (rq_stats_notes and its row type rq_stats_move, created with the hot
+-- paths' tables in 001_queues_and_partitions.sql): push the messages written and the partitions
 -- created, pop and ack per consumer group the messages
 --   popped        delivered for the first time
 --   acked         consumed: acknowledged (completed, dead-lettered or dropped), or delivered
@@ -23,6 +24,7 @@
 -- full pass, which the stats loop runs at least every ten minutes (maintenance/stats.py); none
 -- of those is a count of the traffic.
 
+-- Counters moved and gauges at the end of each time bucket, per queue: the series.
 CREATE TABLE IF NOT EXISTS rq_stats (
     queue_id       bigint NOT NULL,
     bucket         timestamptz NOT NULL,
@@ -62,23 +64,18 @@ CREATE TABLE IF NOT EXISTS rq_stats_groups (
     PRIMARY KEY (queue_id, consumer_group)
 );
 
+-- The refreshes' own state, one row: dead letters are counted up to dlq_until; full_at and
+-- full_seconds say when the last full pass started and how long it took, by which the stats
+-- loop spaces full passes (maintenance/stats.py).
 CREATE TABLE IF NOT EXISTS rq_stats_state (
     id            int PRIMARY KEY CHECK (id = 1),
     dlq_until     timestamptz NOT NULL,
-    refreshed_at  timestamptz NOT NULL
+    refreshed_at  timestamptz NOT NULL,
+    full_at       timestamptz,
+    full_seconds  double precision
 );
--- When the last full pass started and how long it took: the stats loop spaces full passes by
--- their cost (maintenance/stats.py).
-ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_at timestamptz;
-ALTER TABLE rq_stats_state ADD COLUMN IF NOT EXISTS full_seconds double precision;
 
--- Databases made before the notes: a refresh compared every partition and cursor the hot paths
--- had touched with a snapshot of its own, four index operations per cursor in million-row
--- tables. What those tables still held when the upgrade ran is not booked.
-DROP TABLE IF EXISTS rq_stats_partitions, rq_stats_cursors, rq_stats_touched;
-ALTER TABLE rq_stats_state DROP COLUMN IF EXISTS write_horizon;
-
--- A pop's or an ack's notes: one rq_stats_move per cursor it moved (001_schema.sql), summed per
+-- A pop's or an ack's notes: one rq_stats_move per cursor it moved, summed per
 -- (queue, group) into one row each. plpgsql, not sql: its plan is kept for the session, a hot
 -- path does not plan it per call.
 CREATE OR REPLACE FUNCTION rq_stats_note(p_moves rq_stats_move[]) RETURNS void

@@ -9,6 +9,9 @@
 -- again cannot hand out a version an old holder still carries. Callers compare versions for
 -- equality only. An expired row is absent for every reader and every precondition, whether or
 -- not the stats loop has deleted it yet (rq_kv_purge_step).
+--
+-- Counters update in place and expiring keys come and go: updates stay on their page and
+-- autovacuum follows the churn; the heap is never truncated (its exclusive lock stalls readers).
 CREATE TABLE IF NOT EXISTS rq_kv (
     namespace   text COLLATE "C" NOT NULL,
     key         text COLLATE "C" NOT NULL,
@@ -18,11 +21,8 @@ CREATE TABLE IF NOT EXISTS rq_kv (
     created_at  timestamptz NOT NULL,        -- restarts when an expired key is written again
     updated_at  timestamptz NOT NULL,
     PRIMARY KEY (namespace, key)
-);
--- Counters update in place and expiring keys come and go: keep updates on their page and let
--- autovacuum follow the churn; never truncate the heap (its exclusive lock stalls readers).
-ALTER TABLE rq_kv SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0,
-                       autovacuum_vacuum_threshold = 500, vacuum_truncate = off);
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500,
+        vacuum_truncate = off);
 CREATE SEQUENCE IF NOT EXISTS rq_kv_versions AS bigint CACHE 100;
 -- The purge's only way in; keys written forever are not in it.
 CREATE INDEX IF NOT EXISTS rq_kv_expiry ON rq_kv (expires_at) WHERE expires_at IS NOT NULL;

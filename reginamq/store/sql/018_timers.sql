@@ -17,9 +17,7 @@ CREATE TABLE IF NOT EXISTS rq_timers (
     created_at   timestamptz NOT NULL,
     updated_at   timestamptz NOT NULL,
     PRIMARY KEY (queue, timer_key)
-);
-ALTER TABLE rq_timers SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500,
-                           vacuum_truncate = off);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500, vacuum_truncate = off);
 CREATE INDEX IF NOT EXISTS rq_timers_due ON rq_timers (deliver_at);
 
 CREATE OR REPLACE FUNCTION rq_timer_json(p_row rq_timers) RETURNS jsonb

@@ -28,10 +28,9 @@ CREATE UNLOGGED TABLE IF NOT EXISTS rq_eph_rings (
     dropped_bounds  bigint NOT NULL DEFAULT 0,
     dropped_ttl     bigint NOT NULL DEFAULT 0,
     dropped_retry   bigint NOT NULL DEFAULT 0,
+    touched_at      timestamptz NOT NULL DEFAULT now(),  -- the last push: idle empty rings are collected
     PRIMARY KEY (queue, partition)
 );
--- the last push: an empty ring idle this long is collected (rq_eph_collect_step)
-ALTER TABLE rq_eph_rings ADD COLUMN IF NOT EXISTS touched_at timestamptz NOT NULL DEFAULT now();
 
 CREATE UNLOGGED TABLE IF NOT EXISTS rq_eph_messages (
     queue      text COLLATE "C" NOT NULL,

@@ -1,7 +1,23 @@
--- reginamq schema: the log engine. One row per queue, per partition, per push group
--- (segment), per (partition, consumer group) cursor; one row per dead-lettered message.
--- Everything here is idempotent: it runs at every start, under an advisory lock.
+-- The log engine: one row per queue, per partition, per push group of a partition (segment),
+-- per (partition, consumer group) cursor and per durable subscription; the deduplication keys;
+-- and what the hot paths (push, pop, ack) leave for the statistics. Every function of the hot
+-- paths reads or writes these tables, so they come first. Everything here is idempotent: it
+-- runs whenever the schema files change, under an advisory lock (store/database.py).
 
+-- Data changes that must happen once per database (a stored value that a new version reads
+-- differently): each is a DO block placed after the table it changes, which does its work only
+-- when its name is not recorded here yet and then records it. First, so that any file may hold
+-- one:
+--     IF NOT EXISTS (SELECT 1 FROM rq_migrations WHERE name = '<name>') THEN
+--         <the change>; INSERT INTO rq_migrations (name) VALUES ('<name>');
+--     END IF;
+CREATE TABLE IF NOT EXISTS rq_migrations (
+    name        text PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- A queue and its options as configured (jsonb, as Queen stores them). The options the SQL
+-- enforces are generated columns, so each is worked out in one place.
 CREATE TABLE IF NOT EXISTS rq_queues (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name          text NOT NULL UNIQUE,
@@ -16,24 +32,28 @@ CREATE TABLE IF NOT EXISTS rq_queues (
     window_buffer         int  GENERATED ALWAYS AS ((options->>'windowBuffer')::int) STORED,
     dedup_window_seconds  int  GENERATED ALWAYS AS ((options->>'dedupWindowSeconds')::int) STORED,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    updated_at    timestamptz NOT NULL DEFAULT now()
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    -- Options that go beyond Queen (it stores them without enforcing them): ttl (seconds; older
+    -- messages are skipped at delivery and counted as expired), maxSize (messages a queue may
+    -- hold unconsumed; pushes beyond it are refused whole), retryDelay (milliseconds a released
+    -- failed span stays invisible), minPopWaitTime (milliseconds a long poll may hold an
+    -- under-full batch), encryptionEnabled (the broker seals payloads, engine/sealing.py, and
+    -- rq_push refuses plaintext).
+    ttl_seconds           int  GENERATED ALWAYS AS ((options->>'ttl')::int) STORED,
+    max_size              int  GENERATED ALWAYS AS ((options->>'maxSize')::int) STORED,
+    retry_delay_ms        bigint GENERATED ALWAYS AS ((options->>'retryDelay')::bigint) STORED,
+    min_pop_wait_ms       int  GENERATED ALWAYS AS ((options->>'minPopWaitTime')::int) STORED,
+    encryption_enabled    bool GENERATED ALWAYS AS ((options->>'encryptionEnabled')::bool) STORED,
+    -- What retention enforces (007_maintenance.sql): retentionSeconds only with retentionEnabled;
+    -- completedRetentionSeconds on its own (Queen's soak configures just that key);
+    -- maxWaitTimeSeconds (Queen's message age eviction) deletes older messages for every reader,
+    -- consumed or not, leased or not, whether retentionEnabled is set or not.
+    retention_seconds     int  GENERATED ALWAYS AS (CASE WHEN (options->>'retentionEnabled')::bool
+                                                         THEN (options->>'retentionSeconds')::int ELSE 0 END) STORED,
+    completed_retention_seconds int GENERATED ALWAYS AS ((options->>'completedRetentionSeconds')::int) STORED,
+    max_wait_seconds      int  GENERATED ALWAYS AS ((options->>'maxWaitTimeSeconds')::int) STORED
 );
 CREATE INDEX IF NOT EXISTS rq_queues_namespace_task ON rq_queues (namespace, task);
--- Options that go beyond Queen (it stores them without enforcing them): ttl (seconds; older
--- messages are skipped at delivery and counted as expired), maxSize (messages a queue may hold
--- unconsumed; pushes beyond it are refused whole), retryDelay (milliseconds a released failed
--- span stays invisible), minPopWaitTime (milliseconds a long poll may hold an under-full batch).
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS ttl_seconds int
-    GENERATED ALWAYS AS ((options->>'ttl')::int) STORED;
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS max_size int
-    GENERATED ALWAYS AS ((options->>'maxSize')::int) STORED;
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS retry_delay_ms bigint
-    GENERATED ALWAYS AS ((options->>'retryDelay')::bigint) STORED;
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS min_pop_wait_ms int
-    GENERATED ALWAYS AS ((options->>'minPopWaitTime')::int) STORED;
--- encryptionEnabled: the broker seals payloads (engine/sealing.py); rq_push refuses plaintext.
-ALTER TABLE rq_queues ADD COLUMN IF NOT EXISTS encryption_enabled bool
-    GENERATED ALWAYS AS ((options->>'encryptionEnabled')::bool) STORED;
 
 -- A partition's id is a UUID whose first eight bytes are a number of its own and whose last
 -- eight are zero: the framed pop answer carries a partition as a 64-bit integer, and the
@@ -65,7 +85,6 @@ ALTER TABLE rq_partitions ALTER COLUMN id SET DEFAULT rq_new_partition_id();
 -- (queue_id, name) index). last_write_at moves at most once a second per partition, so most
 -- pushes stay HOT updates.
 CREATE INDEX IF NOT EXISTS rq_partitions_recent ON rq_partitions (queue_id, last_write_at DESC NULLS LAST);
-DROP INDEX IF EXISTS rq_partitions_sweep;  -- an earlier sweep order: 70 bytes a partition
 
 -- Messages: one row per push group per partition. payloads[i] is the pre-rendered JSON
 -- fragment of message base_offset + i - 1 (everything a pop sends that never changes).
@@ -78,11 +97,10 @@ CREATE TABLE IF NOT EXISTS rq_segments (
     payloads      bytea[] NOT NULL,
     PRIMARY KEY (partition_id, base_offset)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
--- No planner statistics on the payloads: nothing filters on them, and ANALYZE decompressed and
--- hashed every sampled segment's fragments to build them (1.9 s of CPU against 0.3 s without,
--- on a minute of segments at 25,000 msg/s), while under retention the table turns over, and
+-- No planner statistics on the payloads: nothing filters on them, building them decompresses
+-- and hashes every sampled segment's fragments, and under retention the table turns over, and
 -- is analysed, every autovacuum round. The transactionIds keep theirs: the planner sizes the
--- ack's unnest of them from those statistics, and without them an ack took ten times longer.
+-- ack's unnest of them from those statistics.
 ALTER TABLE rq_segments ALTER COLUMN payloads SET STATISTICS 0;
 -- Segments in creation order, for retention's due walks (rq_retention_due_step): a walk reads
 -- just the segments that fell due since its last step, instead of visiting every partition
@@ -99,15 +117,16 @@ CREATE TABLE IF NOT EXISTS rq_dedup (
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
 -- The purge (rq_dedup_purge_step) finds expired keys through this index. A btree, not BRIN:
 -- the purge frees pages at the old end of the table, vacuum hands them to new keys, and a BRIN
--- range never narrows again, so once the table had turned over one window every range
--- answered 'maybe' and every purge step read the whole table (docs/benchmarks.md, "The
--- deduplication purge after one window"). Keys come in expiry order per queue, so the btree is
--- appended to at its right end, and the purge reads only what it deletes.
-DROP INDEX IF EXISTS rq_dedup_expiry;  -- the BRIN index of earlier versions
+-- range never narrows again, so once the table has turned over one window every range answers
+-- 'maybe' and every purge step reads the whole table (docs/benchmarks.md, "The deduplication
+-- purge after one window"). Keys come in expiry order per queue, so the btree is appended to at
+-- its right end, and the purge reads only what it deletes.
 CREATE INDEX IF NOT EXISTS rq_dedup_expires ON rq_dedup (expires_at);
 
 -- The whole consumption model: a cursor and at most one lease per (partition, group).
 -- committed: every offset <= committed is done. A live lease covers span_start..span_end.
+-- fillfactor 90, not lower: most cursor updates change an indexed lease column and cannot be
+-- HOT anyway, and every idle cursor would carry the reserved room.
 CREATE TABLE IF NOT EXISTS rq_consumers (
     partition_id      uuid NOT NULL,
     consumer_group    text NOT NULL,
@@ -124,40 +143,24 @@ CREATE TABLE IF NOT EXISTS rq_consumers (
     last_delivered    bigint NOT NULL DEFAULT -1,
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 90, vacuum_truncate = off, autovacuum_vacuum_scale_factor = 0.02);
--- 90, not lower: most cursor updates change an indexed lease column and cannot be HOT anyway,
--- and at a million partitions the idle cursors' reserved room was most of a partition's cost.
-ALTER TABLE rq_consumers SET (fillfactor = 90);
 CREATE INDEX IF NOT EXISTS rq_consumers_lease ON rq_consumers (lease_id) WHERE lease_id IS NOT NULL;
 -- Expired leases are pop candidates: found without scanning the queue's partitions.
 CREATE INDEX IF NOT EXISTS rq_consumers_expiry ON rq_consumers (consumer_group, lease_expires_at)
     WHERE span_end IS NOT NULL;
 
--- Durable subscription of a named consumer group on a queue: where new cursors start.
+-- Durable subscription of a named consumer group on a queue: where new cursors start, and
+-- whether the group gets last-value delivery there (queen-mq's conflation(), fixed at the
+-- group's first pop on the queue). Registered by the pop (rq_register_group, 003_pop.sql);
+-- the operators' view of groups is 009_groups.sql.
 CREATE TABLE IF NOT EXISTS rq_consumer_groups (
     queue_id           bigint NOT NULL,
     name               text NOT NULL,
     subscription_mode  text NOT NULL,
     subscription_from  timestamptz,
     created_at         timestamptz NOT NULL DEFAULT now(),
+    conflation         bool NOT NULL DEFAULT false,
     PRIMARY KEY (queue_id, name)
 );
--- Last-value delivery (queen-mq's conflation()): fixed at the group's first pop on the queue.
-ALTER TABLE rq_consumer_groups ADD COLUMN IF NOT EXISTS conflation bool NOT NULL DEFAULT false;
-
-CREATE TABLE IF NOT EXISTS rq_dlq (
-    id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    queue_id        bigint NOT NULL,
-    partition_id    uuid NOT NULL,
-    consumer_group  text NOT NULL,
-    message_offset  bigint NOT NULL,
-    transaction_id  text NOT NULL,
-    payload         bytea NOT NULL,
-    message_created_at timestamptz NOT NULL,
-    error_message   text,
-    retry_count     int NOT NULL,
-    failed_at       timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS rq_dlq_queue ON rq_dlq (queue_id, failed_at);
 
 -- Messages a reader skipped at delivery because they outlived the queue's ttl, per
 -- (queue, reader). Written only when something expires, so it costs nothing otherwise.
@@ -168,9 +171,11 @@ CREATE TABLE IF NOT EXISTS rq_expired (
     PRIMARY KEY (queue_id, consumer_group)
 );
 
--- What the hot paths moved since the last statistics refresh (see 012_stats.sql): a row per call
--- and (queue, consumer group); consumer_group is NULL on a push's row. No key and no index: a
--- refresh reads them all. Logged, so a crash loses no count: a note commits with the move.
+-- What the hot paths moved since the last statistics refresh (012_stats.sql, which reads and
+-- deletes them): a row per call and (queue, consumer group); consumer_group is NULL on a push's
+-- row. Here rather than with the statistics because the hot paths' functions, defined before
+-- that file, write them. No key and no index: a refresh reads them all. Logged, so a crash
+-- loses no count: a note commits with the move.
 CREATE TABLE IF NOT EXISTS rq_stats_notes (
     queue_id        bigint NOT NULL,
     consumer_group  text,
@@ -181,27 +186,8 @@ CREATE TABLE IF NOT EXISTS rq_stats_notes (
     failed          bigint NOT NULL DEFAULT 0,
     skipped         bigint NOT NULL DEFAULT 0
 );
--- The notes' first form carried the read position's advance, acked + skipped, summed twice.
-ALTER TABLE rq_stats_notes ADD COLUMN IF NOT EXISTS skipped bigint NOT NULL DEFAULT 0;
-ALTER TABLE rq_stats_notes DROP COLUMN IF EXISTS advance;
 -- What one pop or ack moved on one cursor, before rq_stats_note sums them into notes. A message
 -- the read position passes counts once, as acked (consumed) or skipped (a pop stepped over it:
--- expired by the ttl, or deleted).
+-- expired by the ttl, or deleted). Dropped with the functions (000_functions.sql).
 CREATE TYPE rq_stats_move AS (queue_id bigint, consumer_group text, popped bigint, acked bigint, failed bigint,
                               skipped bigint);
-
--- Data changes that must happen once per database, each recorded by name when done.
-CREATE TABLE IF NOT EXISTS rq_migrations (
-    name        text PRIMARY KEY,
-    applied_at  timestamptz NOT NULL DEFAULT now()
-);
--- ttl is enforced only where a configure asked for it (engine/options.py: default 0). Queues
--- stored before that carry the old default of 3600 in their options, which nobody chose (Queen
--- stores it and never enforces it): it goes back to 0, so their backlogs are not skipped.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM rq_migrations WHERE name = 'ttl-off-by-default') THEN
-        UPDATE rq_queues SET options = jsonb_set(options, '{ttl}', '0') WHERE options->>'ttl' = '3600';
-        INSERT INTO rq_migrations (name) VALUES ('ttl-off-by-default');
-    END IF;
-END $$;
