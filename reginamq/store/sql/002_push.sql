@@ -103,10 +103,10 @@ BEGIN
     v_now := clock_timestamp();  -- after the lock: monotone per partition
 
     -- Deduplication inside each queue's window: a live key stays, an expired key is taken over.
-    -- Nearly every key is new, and a plain insert costs a key about a third less than an
-    -- ON CONFLICT insert's speculative one (no pre-check of the index, no confirmation record);
-    -- only when some key already exists (the unique violation rolls the plain insert back)
-    -- does the push take the ON CONFLICT path.
+    -- Nearly every key is new, and a plain insert costs a key less than an ON CONFLICT insert's
+    -- speculative one (no pre-check of the index, no confirmation record); only when some key
+    -- already exists (the unique violation rolls the plain insert back) does the push take the
+    -- ON CONFLICT path.
     IF EXISTS (SELECT 1 FROM unnest(v_windows) w WHERE w > 0) THEN
         BEGIN
             INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)

@@ -5,12 +5,12 @@
 
 -- The first offset a partition still stores. log_start moves when retention deletes messages
 -- some reader had not consumed (eviction), and every cursor is kept at or past it; a prefix that
--- every reader had consumed is deleted without moving it (rq_retention_delete: writing the
--- partition row for each such deletion was most of retention's cost at a million partitions,
--- where each deletion empties a partition of its own). So the stored segments may begin after
--- log_start. No cursor is behind them (each had consumed them); a reader without a cursor, and
--- a count of what a partition holds, find the first segment here: one index probe, only when
--- log_start says the partition holds something.
+-- every reader had consumed is deleted without moving it (rq_retention_delete: where each
+-- deletion empties a partition of its own, writing the partition row for each would be most of
+-- retention's cost). So the stored segments may begin after log_start. No cursor is behind
+-- them (each had consumed them); a reader without a cursor, and a count of what a partition
+-- holds, find the first segment here: one index probe, only when log_start says the partition
+-- holds something.
 CREATE OR REPLACE FUNCTION rq_first_offset(p_partition uuid, p_log_start bigint, p_last_offset bigint)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_last_offset < p_log_start THEN p_log_start
@@ -105,7 +105,7 @@ $$;
 -- for this group, in the order given. Costs two key lookups a hint, however large the queue.
 -- Its plan is the generic one: statements over an array argument are otherwise planned afresh
 -- on every call (a custom plan sees the array's true length and always looks cheaper than
--- the generic plan's guess), and that planning cost more than running the statement.
+-- the generic plan's guess), and that planning costs more than running the statement.
 CREATE OR REPLACE FUNCTION rq_pop_hinted(p_qids bigint[], p_group text, p_hints uuid[])
 RETURNS uuid[] LANGUAGE sql STABLE SET plan_cache_mode = force_generic_plan AS $$
     SELECT ARRAY(
@@ -131,7 +131,7 @@ $$;
 -- is found again if it is not claimed now), or after the window when it held none; NULL once
 -- the walk wrapped around, or at once when no partition of these queues was written before
 -- p_before (one probe of the recent-writes index): then there is nothing a sweep could find,
--- and walking a million partitions written since, window by window, cost more than a
+-- and walking every partition written since, window by window, would cost more than a
 -- retention walk.
 CREATE OR REPLACE FUNCTION rq_pop_sweep(p_qids bigint[], p_group text, p_from_queue bigint, p_from_name text,
                                         p_limit int, p_before timestamptz, OUT candidates uuid[],
@@ -274,7 +274,7 @@ DECLARE
 BEGIN
     -- The queues this pop reads. A pop names its queue (the common case) or a namespace/task
     -- selection; the two statements are kept apart so that each keeps one cached plan (a single
-    -- statement with "p_queue IS NULL OR ..." was planned afresh on every call).
+    -- statement with "p_queue IS NULL OR ..." would be planned afresh on every call).
     IF p_queue IS NOT NULL THEN
         v_qids := ARRAY(SELECT q.id FROM rq_queues q
                         WHERE q.name = p_queue
@@ -503,8 +503,8 @@ BEGIN
     -- the lease is forgotten and its messages are delivered again at once, as after a lease
     -- expiry, and the first consumer's ack of it fails: at-least-once holds. Any later durable
     -- commit (the ack of these messages, a push) makes the lease durable too, the WAL being one
-    -- sequence. At 20,000 msg/s a third of the time backends spent waiting at the WAL flush
-    -- was pops'. An auto-ack pop consumes what it delivers, and a pop that registered a group's
+    -- sequence. So pops stay out of the wait at the WAL flush, which pushes and acks must make.
+    -- An auto-ack pop consumes what it delivers, and a pop that registered a group's
     -- subscription fixed where the group starts: both stay durable.
     IF v_delivered AND NOT p_auto_ack AND v_registered = 0 THEN
         PERFORM set_config('synchronous_commit', 'off', true);

@@ -58,10 +58,10 @@ BEGIN
     -- all complete, name its live lease (or none) and name the messages of the leased span in
     -- the order they were delivered (as a consumer acks a pop) commits the whole span and
     -- releases the lease. One array comparison per cursor decides it: a join of the items
-    -- against the span's positions cost the same when planned well and, before the tables had
-    -- statistics, was planned as a nested loop over both (a million comparisons for an ack of
-    -- 1,000, 60 ms). Every other cursor (another order, a partial ack, a failure) goes through
-    -- the loop below, which also covers this case message by message.
+    -- against the span's positions costs the same when planned well, and on tables without
+    -- statistics yet it may be planned as a nested loop over both (quadratic in the ack's size).
+    -- Every other cursor (another order, a partial ack, a failure) goes through the loop below,
+    -- which also covers this case message by message.
     WITH items AS (
         SELECT t.pid, t.grp, t.txid, t.lease, t.status, t.ord
         FROM unnest(p_partition, p_group, p_txid, p_lease, p_status) WITH ORDINALITY

@@ -80,9 +80,9 @@ $$;
 -- totals. Where that evicted messages some reader had not consumed, log_start moves past them
 -- (never backwards) and leases whose whole span went are released. A prefix every reader had
 -- consumed leaves the partition row alone: no cursor is behind it, and those that need the
--- first stored offset find it (rq_first_offset). At a million partitions each deletion is in
--- a partition of its own, and its row lock and log_start update were most of what retention
--- cost. Returns what went, and when the oldest segment that went was created.
+-- first stored offset find it (rq_first_offset). With many partitions each deletion is in a
+-- partition of its own, and a row lock and a log_start update for each would be most of what
+-- retention costs. Returns what went, and when the oldest segment that went was created.
 CREATE OR REPLACE FUNCTION rq_retention_delete(p_pid uuid[], p_qid bigint[], p_upto bigint[], p_done bigint[],
                                                p_worker int)
 RETURNS TABLE (segments int, messages bigint, evicted bigint, oldest timestamptz)
@@ -157,8 +157,7 @@ $$;
 -- candidates it looked at (fewer than p_window: the walk has caught up) and the last one,
 -- where the next step starts. A candidate that stays (unconsumed, or its queue keeps longer)
 -- is passed: the walk of another period or the sweep (rq_retention_step) deletes it later.
--- So the work is the data that falls due, not the partitions holding data: at a million
--- partitions each holding one young segment, the sweep looked at ~75,000 partitions a walk.
+-- So the work is the data that falls due, not the partitions holding data.
 CREATE OR REPLACE FUNCTION rq_retention_due_step(
     p_seconds int, p_at timestamptz, p_partition uuid, p_base bigint, p_window int, p_worker int
 ) RETURNS TABLE (segments int, messages bigint, evicted bigint, candidates int,
@@ -184,15 +183,15 @@ BEGIN
         ORDER BY d.created_at DESC, d.partition_id DESC, d.base_offset DESC LIMIT 1
     ), owners AS MATERIALIZED (
         -- once per partition of the window (a partition written by several pushes holds several
-        -- of its segments): its queue, by an index probe (OFFSET 0 keeps it a nested loop:
-        -- estimating the walk's rows, the planner hashed the whole partition table instead).
-        -- MATERIALIZED: inlined into `going`, the probes ran once per segment of the window.
+        -- of its segments): its queue, by an index probe (OFFSET 0 keeps it a nested loop, where
+        -- the planner, misjudging the walk's rows, would hash the whole partition table).
+        -- MATERIALIZED: inlined into `going`, the probes would run once per segment of the window.
         SELECT d.partition_id, p.queue_id
         FROM (SELECT DISTINCT d.partition_id FROM due d) d
         CROSS JOIN LATERAL (SELECT p.queue_id FROM rq_partitions p WHERE p.id = d.partition_id OFFSET 0) p
     ), queues AS MATERIALIZED (
-        -- once per queue: its periods and how many named groups read it (in the million
-        -- layout a window holds one segment of each of 10,000 partitions, mostly of one queue)
+        -- once per queue: its periods and how many named groups read it (a window commonly holds
+        -- one segment of each of thousands of partitions, mostly of one queue)
         SELECT q.id, q.retention_seconds, q.max_wait_seconds, q.completed_retention_seconds,
                (SELECT count(*) FROM rq_consumer_groups g WHERE g.queue_id = q.id) AS groups
         FROM rq_queues q WHERE q.id IN (SELECT o.queue_id FROM owners o)
@@ -235,9 +234,9 @@ $$;
 -- on, and returns where the next step starts (NULL: the range is done, start over) and how
 -- overdue the oldest segment it deleted was (the loop paces light steps only while that
 -- stays under a walk period). It leaves alone the partitions whose oldest segment fell due
--- less than p_grace seconds ago: the walks delete those within a round or two, and at a
--- million partitions a sweep met every partition fallen due since the last walk (one segment
--- each), doing the walks' work twice over. Partitions without segments are never visited:
+-- less than p_grace seconds ago: the walks delete those within a round or two, and a sweep that
+-- took them would meet every partition fallen due since the last walk, doing the walks' work
+-- twice over. Partitions without segments are never visited:
 -- they are found by skipping through the segments' primary key (one index probe per partition
 -- that holds data), so a sweep costs what the retained data costs, not what the partition
 -- count costs.
@@ -342,7 +341,7 @@ $$;
 -- not written for p_idle_seconds, are deleted with their cursors and deduplication rows.
 -- Returns how many went and where the next step starts (NULL: the range is done). This walk
 -- visits every partition, so the loop paces it (a step per worker and round): partitions go
--- idle over days, and a walk of a million partitions at full speed cost a core.
+-- idle over days, and a walk over every partition at full speed would take a core.
 --
 -- A partition a push holds is skipped (SKIP LOCKED); a push that resolved the partition
 -- before the delete finds it gone when it locks and is retried whole, creating it afresh

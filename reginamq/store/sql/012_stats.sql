@@ -8,18 +8,18 @@
 --                 with auto-ack
 --   failed        charged failures (one per delivery that failed)
 --   skipped       stepped over by a pop: expired by the ttl, or deleted
--- so the group's read position advanced by acked + skipped. A refresh (the elected stats loop every few
--- seconds, or POST /api/v1/stats/refresh) sums the notes its snapshot sees into the current
--- time bucket and the totals, then deletes exactly those notes (it runs in a REPEATABLE READ
--- transaction: its DELETE cannot see a note committed after its snapshot, which stays for the
--- next refresh). Dead letters are counted from rq_dlq by failed_at. Its cost is what moved,
+-- so the group's read position advanced by acked + skipped. A refresh (the elected stats loop
+-- every few seconds, or POST /api/v1/stats/refresh) sums the notes its snapshot sees into the
+-- current time bucket and the totals, then deletes exactly those notes (it runs in a REPEATABLE
+-- READ transaction: its DELETE cannot see a note committed after its snapshot, which stays for
+-- the next refresh). Dead letters are counted from rq_dlq by failed_at. Its cost is what moved,
 -- however many partitions the queues have.
 --
 -- The gauges are depth (what the queue-mode reader still has to read), lag (the largest backlog
 -- of a named consumer group) and dlq_depth. A full pass counts depth and backlogs over every
--- partition (seconds at a million); an incremental refresh carries the last values forward by
--- what it booked (depth + pushed - the queue-mode reader's advance), exact because a refresh
--- reads one snapshot. What moves a read position without a note (a seek, a group deleted,
+-- partition, so its cost grows with them; an incremental refresh carries the last values
+-- forward by what it booked (depth + pushed - the queue-mode reader's advance), exact because a
+-- refresh reads one snapshot. What moves a read position without a note (a seek, a group deleted,
 -- retention evicting unread messages or deleting partitions) corrects the gauges at the next
 -- full pass, which the stats loop runs at least every ten minutes (maintenance/stats.py); none
 -- of those is a count of the traffic.
@@ -295,7 +295,7 @@ $$;
 -- hold p_min_rows rows and have never been analysed (reltuples -1): each backend plans these
 -- statements once, and on a new database it does so while the tables are nearly empty; the
 -- plans it keeps then read every partition of the queue, so pushes cost more with every
--- partition created, until autovacuum's first ANALYZE (ten seconds and more) replaces them.
+-- partition created, until autovacuum's first ANALYZE, which may be long in coming, replaces them.
 -- An ANALYZE invalidates the cached plans. After that autovacuum keeps them up to date.
 -- Returns how many tables were analysed.
 CREATE OR REPLACE FUNCTION rq_analyze_new_tables(p_min_rows int) RETURNS int

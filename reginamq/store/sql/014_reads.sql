@@ -3,11 +3,10 @@
 -- anything: two readers asking the same question get the same answer.
 
 -- Discovery pages through a queue's partitions in creation order without an index of its own:
--- one on (queue_id, created_at, id) measured 87 bytes a partition at 100,000 (661 bytes with its
--- cursor, against 574 without and Queen 1.0's 641), for every partition, while discovery is an
--- occasional reader's call. A "since" page starts from the recent-writes index; a page of all
--- partitions sorts the queue's partitions, then looks up the newest segment of the page's rows
--- alone (benchmarks.md, "Reads by offset").
+-- one on (queue_id, created_at, id) would add to every partition's cost (docs/benchmarks.md,
+-- "Reads by offset"), while discovery is an occasional reader's call. A "since" page starts
+-- from the recent-writes index; a page of all partitions sorts the queue's partitions, then
+-- looks up the newest segment of the page's rows alone.
 -- Each entry's partition bounds (a row with base_offset NULL, first), then the segments that
 -- hold its offsets from p_offsets[i] on, in order, while their stored size stays within the
 -- entry's budget and what the call has left of p_call_budget (the first segment of an entry
