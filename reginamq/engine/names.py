@@ -45,7 +45,7 @@ def check_uuid(kind: str, value: object) -> str:
 
 def partition_number(partition_id: str) -> int | None:
     """The 64-bit number a partition id carries in its first eight bytes (its last eight are
-    zero: see rq_new_partition_id, 001_schema.sql), the framed pop answer's partition id; None
+    zero: see rq_new_partition_id, 001_queues_and_partitions.sql), the framed pop answer's partition id; None
     for an id without one (a partition created before ids carried numbers)."""
     raw = uuid.UUID(partition_id).bytes
     return int.from_bytes(raw[:8], "big") if raw[8:] == bytes(8) else None

@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS rq_queues (
     -- messages are skipped at delivery and counted as expired), maxSize (messages a queue may
     -- hold unconsumed; pushes beyond it are refused whole), retryDelay (milliseconds a released
     -- failed span stays invisible), minPopWaitTime (milliseconds a long poll may hold an
-    -- under-full batch), encryptionEnabled (the broker seals payloads, engine/sealing.py, and
+    -- under-full batch), encryptionEnabled (the broker seals payloads, engine/encryption.py, and
     -- rq_push refuses plaintext).
     ttl_seconds           int  GENERATED ALWAYS AS ((options->>'ttl')::int) STORED,
     max_size              int  GENERATED ALWAYS AS ((options->>'maxSize')::int) STORED,

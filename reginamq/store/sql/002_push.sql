@@ -96,7 +96,7 @@ BEGIN
 
     -- The write lock, in the global order. A partition the idle cleanup deleted after the
     -- lookups above (rq_retention_step, 007_maintenance.sql) is missing here: the call is
-    -- retried whole (40001, see runtime.Broker.run), and the retry creates it afresh.
+    -- retried whole (40001, see store/database.py), and the retry creates it afresh.
     IF rq_lock_partitions(v_group_pids) < cardinality(v_group_pids) THEN  -- the pairs are distinct, so are their partitions
         RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
     END IF;
@@ -188,7 +188,7 @@ BEGIN
     FROM bumped b JOIN items i ON i.pid = b.id
     GROUP BY b.id, b.base_offset, b.end_offset;
 
-    -- Wake-ups and hints (engine/waiters.py, engine/hotlist.py) come back as notices for the
+    -- Wake-ups and hints (engine/waiters.py, engine/hot_partitions.py) come back as notices for the
     -- broker to send once this transaction has committed (engine/push.py, announce): a
     -- pg_notify here would hold PostgreSQL's notification lock, which serialises every
     -- notifying commit, through this commit's flush to disk. A notice is the queue, a newline

@@ -56,7 +56,7 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
 $$;
 
 -- Expired leases of every queue, for the lease watcher of each broker process
--- (engine/expiries.py): a lease that runs out announces nothing, so each process looks twice a
+-- (engine/lease_watcher.py): a lease that runs out announces nothing, so each process looks twice a
 -- second and hands what it finds to its readers as hints. The expiring-lease index holds only
 -- the spans in flight, so this reads what is leased, not the queues.
 CREATE OR REPLACE FUNCTION rq_expired_leases(p_limit int)
@@ -101,7 +101,7 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
         LIMIT p_limit)
 $$;
 
--- The broker's hints (engine/hotlist.py: partitions recent pushes announced) that are pending
+-- The broker's hints (engine/hot_partitions.py: partitions recent pushes announced) that are pending
 -- for this group, in the order given. Costs two key lookups a hint, however large the queue.
 -- Its plan is the generic one: statements over an array argument are otherwise planned afresh
 -- on every call (a custom plan sees the array's true length and always looks cheaper than
@@ -123,7 +123,7 @@ $$;
 -- order -- the order of the index that makes names unique, so the sweep costs no index of its
 -- own -- from where the caller's last sweep stopped (exclusive), 2,048 at a time, for pending
 -- partitions written long ago (a group reading an old backlog). Partitions written since
--- p_before are left out: the broker's hints announced them (engine/hotlist.py), so a sweep
+-- p_before are left out: the broker's hints announced them (engine/hot_partitions.py), so a sweep
 -- that finds work is a backlog being read (the broker lets the next pop sweep at once), not
 -- consumers that keep up meeting data announced a moment later. Queues with delayed
 -- processing or a window buffer are swept whole: a pop drops a hint that came too early.
@@ -302,7 +302,7 @@ BEGIN
     ELSE
         -- Expired leases and the broker's hints first: both cost what they find. The lookup of
         -- recent writes, whose cost grows with the active partitions, runs when the broker
-        -- asks (p_scan: see engine/hotlist.py), so that work written before the hints began
+        -- asks (p_scan: see engine/hot_partitions.py), so that work written before the hints began
         -- does not wait behind a stream of hinted work; what it finds then goes first. The
         -- sweep runs when nothing else found work, paced by the broker (engine/pop.py), over
         -- partitions written before the hints began (p_hinted_since; NULL: all).

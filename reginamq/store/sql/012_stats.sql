@@ -21,7 +21,7 @@
 -- forward by what it booked (depth + pushed - the queue-mode reader's advance), exact because a
 -- refresh reads one snapshot. What moves a read position without a note (a seek, a group deleted,
 -- retention evicting unread messages or deleting partitions) corrects the gauges at the next
--- full pass, which the stats loop runs at least every ten minutes (maintenance/stats.py); none
+-- full pass, which the stats loop runs at least every ten minutes (maintenance/stats_refresh.py); none
 -- of those is a count of the traffic.
 
 -- Counters moved and gauges at the end of each time bucket, per queue: the series.
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS rq_stats_groups (
 
 -- The refreshes' own state, one row: dead letters are counted up to dlq_until; full_at and
 -- full_seconds say when the last full pass started and how long it took, by which the stats
--- loop spaces full passes (maintenance/stats.py).
+-- loop spaces full passes (maintenance/stats_refresh.py).
 CREATE TABLE IF NOT EXISTS rq_stats_state (
     id            int PRIMARY KEY CHECK (id = 1),
     dlq_until     timestamptz NOT NULL,
@@ -89,7 +89,7 @@ END;
 $$;
 
 -- One refresh: a full pass (p_full, its default, and always the first) or an incremental one
--- (engine/stats.py runs it; the stats loop decides which, maintenance/stats.py). Serialised by
+-- (engine/analytics.py runs it through store/statistics.py; the stats loop decides which, maintenance/stats_refresh.py). Serialised by
 -- the lock of rq_stats_state, so two refreshes never book the same note twice. Returns the
 -- number of queues.
 CREATE OR REPLACE FUNCTION rq_stats_refresh(p_bucket_seconds int, p_keep_seconds int, p_full bool DEFAULT true)
@@ -109,7 +109,7 @@ BEGIN
     IF current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION 'rq_stats_refresh must run in a REPEATABLE READ transaction';
     END IF;
-    -- Callers take this lock before their transaction's snapshot (engine/stats.py: LOCK TABLE
+    -- Callers take this lock before their transaction's snapshot (store/statistics.py: LOCK TABLE
     -- takes none), so it is taken after the previous refresh committed. A caller that did not
     -- may hold a snapshot older than a refresh that committed while it waited: locking the
     -- state row then raises a serialization failure (retry with a fresh snapshot) instead of
