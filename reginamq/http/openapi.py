@@ -26,10 +26,10 @@ import orjson
 from reginamq import __version__
 from reginamq.engine import (
     ack,
-    browse,
     ephemeral,
     kv,
     locks,
+    message_admin,
     options,
     push,
     queues,
@@ -242,7 +242,7 @@ GROUP_DELETED = obj({"deleted": BOOLEAN, "consumerGroup": STRING, "cursorsDelete
                      "subscriptionsDeleted": INTEGER, "metadataDeleted": BOOLEAN})
 BROWSED = obj({"id": STRING, "transactionId": STRING, "traceId": NULLABLE_STRING, "data": ANY,
                "partitionId": STRING, "partition": STRING, "queue": STRING, "createdAt": STAMP,
-               "status": {"type": "string", "enum": list(browse.STATUSES)}, "consumerGroup": NULLABLE_STRING})
+               "status": {"type": "string", "enum": list(message_admin.STATUSES)}, "consumerGroup": NULLABLE_STRING})
 COPIED = obj({"success": BOOLEAN, "messageId": STRING, "transactionId": STRING, "partitionId": STRING,
               "queue": STRING, "partition": STRING})
 # Queen's trace, snake_case as Queen answers it
@@ -455,7 +455,7 @@ OPERATIONS: dict[tuple[str, str], dict] = {
     ("GET", "/api/v1/messages"): op(
         "a page of messages, newest first", {200: obj({"messages": array(BROWSED), **PAGED})},
         parameters=[query("queue", SEGMENT, required=True), query("partition", NAME),
-                    query("status", {"type": "string", "enum": list(browse.STATUSES)}),
+                    query("status", {"type": "string", "enum": list(message_admin.STATUSES)}),
                     query("consumerGroup", NAME), query("from", TIMESTAMP), query("to", TIMESTAMP), *PAGE]),
     ("POST", "/api/v1/messages/{partitionId}/{transactionId}/retry"): op(
         "append a copy of a message to its partition",

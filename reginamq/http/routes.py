@@ -19,19 +19,19 @@ from typing import NamedTuple
 
 from reginamq.engine.broker import Broker
 from reginamq.http import (
-    browse,
+    analytics,
     console,
+    consumer_groups,
     dlq,
     ephemeral,
-    groups,
     kv,
     locks,
+    message_admin,
     messages,
     openapi,
     queues,
     reads,
     resources,
-    stats,
     status,
     streams,
     timers,
@@ -91,8 +91,8 @@ ROUTES: list[Route] = table(
     ("GET", "/openapi.json", describe, PUBLIC),
     *dlq.ROUTES,
     *resources.ROUTES,
-    *groups.ROUTES,
-    *browse.ROUTES,
+    *consumer_groups.ROUTES,
+    *message_admin.ROUTES,
     *reads.ROUTES,
     *streams.ROUTES,
     *kv.ROUTES,
@@ -100,7 +100,7 @@ ROUTES: list[Route] = table(
     *timers.ROUTES,
     *ephemeral.ROUTES,
     *traces.ROUTES,
-    *stats.ROUTES,
+    *analytics.ROUTES,
     *console.ROUTES,
 )
 
