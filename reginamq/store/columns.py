@@ -6,7 +6,7 @@ of names travels joined by the unit separator (``\\x1f``) and the statement turn
 a ``text[]`` (:func:`split_names`); a column of UUIDs (or gaps) travels the same way into a
 ``uuid[]`` (:func:`split_uuids`). The driver encodes one string for far less than an array of
 as many elements, and PostgreSQL splits it no slower than it reads the array
-(docs/architecture.md, the push path).
+(docs/architecture.md, "How a push travels").
 """
 
 from __future__ import annotations

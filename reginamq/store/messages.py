@@ -6,9 +6,8 @@ that made the write: after its commit when the call runs on its own, with the ca
 inside a transaction (see notices.py). One pooled connection carries the write and its
 announcement, two statements in a row.
 
-Columns of names and UUIDs travel joined into one string each and are split in SQL (asyncpg
-encodes an array element by element; one joined string costs a fraction of that). The names
-come checked by the engine, so none holds the separator, a control character.
+Columns of names and UUIDs travel joined into one string each and are split in SQL
+(columns.py).
 """
 
 from __future__ import annotations
@@ -19,11 +18,12 @@ import asyncpg
 import orjson
 
 from reginamq.common.errors import QueueFull
+from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
 from reginamq.store.database import Connection, Database, Family, Row, Session
 from reginamq.store.notices import CHANNEL, NOTIFY_SQL, send_after_commit
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            "string_to_array($4, E'\\x1f'), string_to_array($5, E'\\x1f', '')::uuid[], $6, $7::jsonb, $8)")
+            f"{split_names('$4')}, {split_uuids('$5')}, $6, $7::jsonb, $8)")
 QUEUE_FULL = "RQ409"  # raised by rq_push: the push would take queues past their maxSize
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 POP_SQL = (
@@ -33,8 +33,8 @@ POP_SQL = (
 )
 READY_SQL = "SELECT rq_pop_ready($1, $2, $3, $4, $5)"
 ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, released FROM rq_ack("
-           "string_to_array($1, E'\\x1f'), string_to_array($2, E'\\x1f', '')::uuid[], string_to_array($3, E'\\x1f'), "
-           "string_to_array($4, E'\\x1f', '')::uuid[], string_to_array($5, E'\\x1f'), $6)")
+           f"{split_names('$1')}, {split_uuids('$2')}, {split_names('$3')}, {split_uuids('$4')}, "
+           f"{split_names('$5')}, $6)")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 LIVE_LEASES_SQL = (
     "SELECT count(DISTINCT lease_id) FROM rq_consumers "
@@ -45,7 +45,6 @@ PARTITION_IDS_SQL = (
     "JOIN rq_queues q ON q.name = t.queue JOIN rq_partitions p ON p.queue_id = q.id AND p.name = t.partition"
 )
 EXPIRED_SQL = "SELECT queue_name, consumer_group, partition_id::text FROM rq_expired_leases($1)"
-_SEPARATOR = "\x1f"
 
 
 class Unsealed(Exception):
@@ -56,14 +55,6 @@ class Unsealed(Exception):
     def __init__(self, retry: bool):
         super().__init__("a fragment for an encrypted queue came unsealed")
         self.retry = retry
-
-
-def _names(names: list[str]) -> str:
-    return _SEPARATOR.join(names)
-
-
-def _uuids(ids: list[str | None]) -> str:
-    return _SEPARATOR.join(["" if value is None else value for value in ids])
 
 
 class Messages(Family):
@@ -80,7 +71,7 @@ class Messages(Family):
         (``item`` NULL). Raises :class:`QueueFull` (nothing written) when a queue would pass its
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
         fragment bound for an encrypted queue."""
-        arguments = (queues, partitions, ",".join(map(str, pairs)), _names(txids), _uuids(message_ids),
+        arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_uuids(message_ids),
                      fragments, new_queue_options, enforce_max_size)
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
@@ -134,8 +125,9 @@ class Messages(Family):
         ``released``, the count of the acknowledgements that completed and released whole
         leased spans (every acknowledgement without a row of its own); and the notices
         (``item`` and ``released`` NULL)."""
-        arguments = (_names(groups), _uuids(partitions), _names(txids), _uuids(leases), _names(statuses),
-                     [] if errors.count(None) == len(errors) else errors)  # unnest pads with NULLs
+        no_errors = errors.count(None) == len(errors)  # unnest pads a shorter array with NULLs
+        arguments = (join_names(groups), join_uuids(partitions), join_names(txids), join_uuids(leases),
+                     join_names(statuses), [] if no_errors else errors)
         if isinstance(self._db, Database):
             async def ack_and_announce(conn: Connection) -> list[Row]:
                 rows = await conn.fetch(ACK_SQL, *arguments)
