@@ -118,9 +118,8 @@ CREATE TABLE IF NOT EXISTS rq_dedup (
 -- The purge (rq_dedup_purge_step) finds expired keys through this index. A btree, not BRIN:
 -- the purge frees pages at the old end of the table, vacuum hands them to new keys, and a BRIN
 -- range never narrows again, so once the table has turned over one window every range answers
--- 'maybe' and every purge step reads the whole table (docs/benchmarks.md, "The deduplication
--- purge after one window"). Keys come in expiry order per queue, so the btree is appended to at
--- its right end, and the purge reads only what it deletes.
+-- 'maybe' and every purge step reads the whole table. Keys come in expiry order per queue, so
+-- the btree is appended to at its right end, and the purge reads only what it deletes.
 CREATE INDEX IF NOT EXISTS rq_dedup_expires ON rq_dedup (expires_at);
 
 -- The whole consumption model: a cursor and at most one lease per (partition, group).

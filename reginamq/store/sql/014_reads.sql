@@ -3,8 +3,7 @@
 -- anything: two readers asking the same question get the same answer.
 
 -- Discovery pages through a queue's partitions in creation order without an index of its own:
--- one on (queue_id, created_at, id) would add to every partition's cost (docs/benchmarks.md,
--- "Reads by offset"), while discovery is an occasional reader's call. A "since" page starts
+-- one on (queue_id, created_at, id) would add to every partition's cost, while discovery is an occasional reader's call. A "since" page starts
 -- from the recent-writes index; a page of all partitions sorts the queue's partitions, then
 -- looks up the newest segment of the page's rows alone.
 -- Each entry's partition bounds (a row with base_offset NULL, first), then the segments that
