@@ -10,8 +10,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.conformance.conftest import open_client
-from tests.conformance.helpers import create_queue, drain, pop_now
+from tests.conformance.helpers import create_queue, drain, open_client, pop_now
 
 PAYLOADS = [{"n": 1, "text": "héllo ✓"}, [1, 2, {"deep": [None, True]}], "a string", 42, 2.5, None]
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.conftest import open_client
-from tests.conformance.helpers import create_queue
+from tests.conformance.helpers import create_queue, open_client
 from tests.conftest import backdate_segments, start_broker, stop_process
 
 TWO_HOURS = 7200

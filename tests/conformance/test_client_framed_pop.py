@@ -12,7 +12,7 @@ import httpx
 from queen.http.pop_frames import is_pop_frames
 
 from reginamq.engine.names import check_partition_id
-from tests.conformance.conftest import open_client
+from tests.conformance.helpers import open_client
 
 PAYLOADS = [{"n": 1, "nested": {"list": [1, 2.5, None, True], "text": "ünïcødé ✓"}}, "a string", 42, 3.25,
             [1, "two", {"three": 3}], None, True, {"big": 12345678901234567890123}]

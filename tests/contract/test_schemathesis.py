@@ -1,6 +1,6 @@
 """Fuzz every route against the broker's own OpenAPI document (GET /openapi.json).
 
-One test per operation of the document, i.e. per route of ROUTES (tests/test_openapi.py
+One test per operation of the document, i.e. per route of ROUTES (tests/contract/test_openapi.py
 checks the two agree), against the session's real broker and database. Checks: no 5xx,
 every status code documented, the documented Content-Type, the body valid against its
 schema. Schemathesis's default phases run (explicit examples, coverage of boundaries and

@@ -24,7 +24,7 @@ import pytest
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
 from reginamq.store.database import apply_schema
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
-from tests.test_maintenance import _is, configure, consume_all, push, segments
+from tests.integration.test_maintenance import _is, configure, consume_all, push, segments
 
 IDLE_SECONDS = 2.0
 PARALLELISM = 4

@@ -6,8 +6,7 @@ import httpx
 import pytest
 
 from tests.auth_helpers import mint
-from tests.conformance.conftest import open_client
-from tests.conformance.helpers import pop_now
+from tests.conformance.helpers import open_client, pop_now
 
 
 async def test_read_write_token_pushes_pops_and_acks(auth_broker, queue):

@@ -18,8 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.auth_helpers import AUDIENCE, ISSUER, mint, self_signed
-from tests.conformance.conftest import open_client
-from tests.conformance.helpers import pop_now
+from tests.conformance.helpers import open_client, pop_now
 from tests.conftest import free_port, spool_dir, stop_process
 
 SIGNING_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
