@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,6 +36,18 @@ SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="reginamq-test-spools-"))
 def spool_dir() -> str:
     """A fresh, empty spool folder for one broker (a restart that must find its spool reuses it)."""
     return tempfile.mkdtemp(prefix="spool-", dir=SPOOL_ROOT)
+
+
+def pytest_sessionstart(session) -> None:
+    """Keep the layout tests/README.md describes: every test file in the folder of its layer,
+    and one name for one test file across the tree."""
+    here = Path(__file__).resolve().parent
+    loose = sorted(path.name for path in here.glob("test_*.py"))
+    names = Counter(path.name for path in here.rglob("test_*.py"))
+    twice = sorted(name for name, count in names.items() if count > 1)
+    if loose or twice:
+        raise pytest.UsageError(f"tests/README.md: test files directly in tests/: {loose or 'none'}; "
+                                f"test file names used twice: {twice or 'none'}")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
