@@ -15,37 +15,7 @@ import pytest
 
 from reginamq.store.database import apply_schema
 from tests.conftest import eventually, start_broker, stop_process
-
-
-async def configure(http, queue, **options):
-    response = await http.post("/api/v1/configure", json={"queue": queue, "options": options})
-    assert response.status_code == 200, response.text
-
-
-async def push(http, queue, partition, values):
-    response = await http.post("/api/v1/push", json={"items": [
-        {"queue": queue, "partition": partition, "payload": v} for v in values]})
-    assert response.status_code == 201
-
-
-async def consume_all(http, queue, group=None):
-    seen = []
-    while True:
-        params = {"batch": 100, **({"consumerGroup": group, "subscriptionMode": "all"} if group else {})}
-        response = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
-        if response.status_code == 204:
-            return seen
-        messages = response.json()["messages"]
-        seen += [m["data"] for m in messages]
-        acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"]}
-                for m in messages]
-        answer = await http.post("/api/v1/ack/batch", json={"acknowledgments": acks, "consumerGroup": group})
-        assert all(r["success"] for r in answer.json())
-
-
-async def segments(db, queue) -> int:
-    return await db.fetchval("SELECT count(*) FROM rq_segments s JOIN rq_partitions p ON p.id = s.partition_id "
-                             "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+from tests.integration.retention_helpers import configure, consume_all, equals, push, segments
 
 
 async def test_completed_messages_are_deleted_after_the_completed_retention(http, db, queue):
@@ -54,7 +24,7 @@ async def test_completed_messages_are_deleted_after_the_completed_retention(http
         await push(http, queue, "p", [n * 10 + i for i in range(10)])
     assert sorted(await consume_all(http, queue)) == list(range(30))
     assert await segments(db, queue) == 3
-    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert await eventually(lambda: equals(segments(db, queue), 0), seconds=10) is True
     # a prefix every reader consumed goes without writing the partition row: log_start stays,
     # the first stored offset is past the deletion
     assert await offsets(db, queue, "p") == {"log_start": 0, "first": 30, "last_offset": 29}
@@ -79,7 +49,7 @@ async def test_readers_new_to_a_consumed_and_deleted_prefix_start_at_the_first_s
     await configure(http, queue, completedRetentionSeconds=1, ttl=0)
     await push(http, queue, "p", [1, 2, 3])
     assert await consume_all(http, queue, group="first") == [1, 2, 3]
-    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert await eventually(lambda: equals(segments(db, queue), 0), seconds=10) is True
     await push(http, queue, "p", [4, 5])
     assert await offsets(db, queue, "p") == {"log_start": 0, "first": 3, "last_offset": 4}
 
@@ -147,7 +117,7 @@ async def test_a_group_that_has_not_read_a_partition_keeps_it(http, db, queue):
 async def test_retention_seconds_drops_old_messages_consumed_or_not(http, db, queue):
     await configure(http, queue, retentionEnabled=True, retentionSeconds=1)
     await push(http, queue, "p", [1, 2, 3])
-    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert await eventually(lambda: equals(segments(db, queue), 0), seconds=10) is True
     response = await http.get(f"/api/v1/pop/queue/{queue}")
     assert response.status_code == 204
 
@@ -170,7 +140,7 @@ async def test_expired_dedup_keys_are_purged_and_the_id_is_free_again(http, db, 
     keys = "SELECT count(*) FROM rq_dedup WHERE transaction_id = 'once' AND partition_id = $1"
     partition_id = await db.fetchval("SELECT p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
                                      "WHERE q.name = $1", queue)
-    assert await eventually(lambda: _is(db.fetchval(keys, partition_id), 0), seconds=10) is True
+    assert await eventually(lambda: equals(db.fetchval(keys, partition_id), 0), seconds=10) is True
     again = (await http.post("/api/v1/push", json={"items": [item]})).json()[0]
     assert again["status"] == "queued" and again["message_id"] != first["message_id"]
 
@@ -200,10 +170,6 @@ def test_one_process_of_many_holds_the_maintenance_lease(database_url):
     finally:
         stop_process(first)
         stop_process(second)
-
-
-async def _is(awaitable, expected) -> bool:
-    return (await awaitable) == expected
 
 
 async def test_the_dedup_purge_reads_what_it_deletes_after_the_table_turned_over(fresh_database):

@@ -24,7 +24,7 @@ import pytest
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
 from reginamq.store.database import apply_schema
 from tests.conftest import broker_with_clean_log, connection, create_database, eventually
-from tests.integration.test_maintenance import _is, configure, consume_all, push, segments
+from tests.integration.retention_helpers import configure, consume_all, equals, push, segments
 
 IDLE_SECONDS = 2.0
 PARALLELISM = 4
@@ -80,13 +80,13 @@ async def test_max_wait_time_evicts_old_messages_consumed_or_not_leased_or_not(h
     await push(http, queue, "p", list(range(5)))
     leased = await pop_all(http, queue, group="reader")  # a lease in flight (leaseTime 300 s)
     assert [m["data"] for m in leased] == list(range(5))
-    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert await eventually(lambda: equals(segments(db, queue), 0), seconds=10) is True
     assert (await partition_row(db, queue, "p"))["log_start"] == 5
     assert await pop_all(http, queue) == []
     browse = await http.get("/api/v1/messages", params={"queue": queue})
     assert browse.status_code == 200 and browse.json()["messages"] == []
     # every evicted message was unconsumed by some reader, and /metrics says so
-    assert await eventually(lambda: _is(retention_totals(http, queue), {
+    assert await eventually(lambda: equals(retention_totals(http, queue), {
         "queue": queue, "deletedSegments": 1, "deletedMessages": 5, "evictedMessages": 5,
         "deletedPartitions": 0}), seconds=5) is True
     prometheus = (await http.get("/metrics/prometheus")).text
@@ -102,7 +102,7 @@ async def test_completed_retention_counts_nothing_as_evicted(http, db, queue):
     await configure(http, queue, completedRetentionSeconds=1)
     await push(http, queue, "p", [1, 2, 3])
     assert sorted(await consume_all(http, queue)) == [1, 2, 3]
-    assert await eventually(lambda: _is(segments(db, queue), 0), seconds=10) is True
+    assert await eventually(lambda: equals(segments(db, queue), 0), seconds=10) is True
     totals = await retention_totals(http, queue)
     assert totals["deletedMessages"] == 3 and totals["evictedMessages"] == 0
 
@@ -408,7 +408,7 @@ async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db,
             pushed.extend([round_, p] for p in partitions)
             await asyncio.sleep(0.1)
     assert sorted(consumed) == sorted(pushed)
-    assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=20) is True
+    assert await eventually(lambda: equals(segments(own_db, queue), 0), seconds=20) is True
     workers = await own_db.fetch("SELECT t.worker, t.segments FROM rq_retention_totals t JOIN rq_queues q "
                                  "ON q.id = t.queue_id WHERE q.name = $1", queue)
     # the due walk deleted as segments fell due (a segment still unconsumed when its time came
@@ -433,7 +433,7 @@ async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(
                                   f"{queue}-query", queue)
     await own_db.execute("INSERT INTO rq_stream_state (query_id, partition_id, key, value) VALUES ($1, $2, 'k', '1')",
                          query, old["id"])
-    assert await eventually(lambda: _is(partition_row(own_db, queue, "p"), None), seconds=20) is True
+    assert await eventually(lambda: equals(partition_row(own_db, queue, "p"), None), seconds=20) is True
     for table in ("rq_consumers", "rq_dedup", "rq_segments", "rq_stream_state"):
         assert await own_db.fetchval(f"SELECT count(*) FROM {table} WHERE partition_id = $1", old["id"]) == 0
     assert (await retention_totals(own_http, queue))["deletedPartitions"] == 1
@@ -456,9 +456,9 @@ async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_d
         await acking.execute("SELECT 1 FROM rq_consumers c JOIN rq_partitions p ON p.id = c.partition_id "
                              "JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1 AND p.name = 'leased' "
                              "FOR UPDATE OF c", queue)
-        assert await eventually(lambda: _is(segments(own_db, queue), 0), seconds=10) is True
+        assert await eventually(lambda: equals(segments(own_db, queue), 0), seconds=10) is True
     # the partition without a lease goes once idle; the leased one and the unread one stay
-    assert await eventually(lambda: _is(partition_row(own_db, queue, "evicted"), None), seconds=20) is True
+    assert await eventually(lambda: equals(partition_row(own_db, queue, "evicted"), None), seconds=20) is True
     await asyncio.sleep(1.0)
     assert (await partition_row(own_db, queue, "leased"))["log_start"] == 1
     assert await partition_row(own_db, kept, "unread") is not None
