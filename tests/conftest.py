@@ -25,6 +25,7 @@ import asyncpg
 import httpx
 import pytest
 
+from reginamq.maintenance.leader import LEASE_SECONDS
 from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
 
@@ -254,6 +255,17 @@ async def backdate_segments(conn, queue: str, seconds: float) -> None:
     assert moved != "UPDATE 0", f"queue {queue} stores no message"
 
 
+async def stored_for(db, queue: str, seconds: float) -> None:
+    """Poll until every message stored in the queue has been stored for more than ``seconds``
+    (its segment's ``created_at``, what a pop compares with the queue's ttl)."""
+    async def old_enough():
+        return await db.fetchval(
+            """SELECT bool_and(s.created_at < now() - make_interval(secs => $2)) FROM rq_segments s
+                 JOIN rq_partitions p ON p.id = s.partition_id JOIN rq_queues q ON q.id = p.queue_id
+                WHERE q.name = $1""", queue, float(seconds))
+    assert await eventually(old_enough, seconds + 10), f"queue {queue}: a message is still younger than {seconds} s"
+
+
 async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
     """Poll an async check until it returns a truthy value (for background effects only)."""
     deadline = time.monotonic() + seconds
@@ -262,3 +274,65 @@ async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
         if value or time.monotonic() > deadline:
             return value
         await asyncio.sleep(interval)
+
+
+async def a_round_ran(db, loop: str, since=None, seconds: float = 40.0) -> None:
+    """Poll the lease of an elected loop (``retention``, ``stats``) until a round that started
+    after ``since`` (a database instant; now if not given) is over: for asserting that the loop
+    left something alone, which no state shows sooner. A round starts by renewing its lease, so
+    the lease tells when the last round started, and the next renewal that the round ended."""
+    if since is None:
+        since = await db.fetchval("SELECT now()")
+
+    async def started_after(instant):
+        taken = await db.fetchval("SELECT expires_at - make_interval(secs => $2) FROM rq_leader_leases "
+                                  "WHERE name = $1", loop, float(LEASE_SECONDS))
+        return taken if taken is not None and taken > instant else None
+
+    began = await eventually(lambda: started_after(since), seconds)
+    assert began, f"no {loop} round started within {seconds} s"
+    assert await eventually(lambda: started_after(began), seconds), f"a {loop} round lasted over {seconds} s"
+
+
+def wait_until(check, seconds: float = 10.0, interval: float = 0.05):
+    """Poll a check until it returns a truthy value or ``seconds`` pass; returns the last value
+    (``eventually`` for code that is not async)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+async def lease_runs_out(db, lease_id: str, seconds: float = 10.0) -> None:
+    """Poll the database until the lease ``lease_id`` is no longer live (run out, or released):
+    from then on an ack with it is refused and a pop may hand its messages out again."""
+    async def gone():
+        return await db.fetchval(
+            """SELECT NOT EXISTS (SELECT 1 FROM rq_consumers WHERE lease_id = $1::uuid
+                                     AND span_end IS NOT NULL AND lease_expires_at > now())""", str(lease_id))
+    assert await eventually(gone, seconds), f"lease {lease_id} still live after {seconds} s"
+
+
+async def outlast_lease(popped_at: float, lease_seconds: float) -> None:
+    """Let time pass until a lease of ``lease_seconds`` granted by a pop that had answered by
+    ``popped_at`` (a ``time.monotonic()`` reading) has surely run out.
+
+    For asserting that something did NOT come back once the lease was over (an ack that was
+    applied, a renewal that held): no state shows that sooner, so this waits, and no longer."""
+    await asyncio.sleep(max(0.0, popped_at + lease_seconds - time.monotonic()) + 0.05)
+
+
+
+# Long enough for a pop sent just before to reach the broker, find nothing and park.
+PARK_SECONDS = 0.3
+
+
+async def let_a_long_poll_park() -> None:
+    """Give a long poll sent just before the time to park before the test acts on it.
+
+    Nothing outside the broker shows that a pop has parked, so this waits, briefly. A pop that
+    had not parked yet finds what the test then pushes at once: the test still passes, it only
+    did not exercise the wake-up that time."""
+    await asyncio.sleep(PARK_SECONDS)

@@ -64,7 +64,7 @@ async def drain(queen: Queen, name: str, *, group: str | None = None, batch: int
     raise AssertionError(f"queue {name} did not drain in {rounds} rounds")
 
 
-async def pop_until(queen: Queen, name: str, *, seconds: float = 5.0, **kwargs) -> list[dict]:
+async def pop_until(queen: Queen, name: str, *, seconds: float = 10.0, **kwargs) -> list[dict]:
     """Pop (without waiting) until something comes back or `seconds` pass."""
     deadline = time.monotonic() + seconds
     while True:

@@ -37,3 +37,11 @@ async def segments(db, queue) -> int:
 
 async def equals(awaitable, expected) -> bool:
     return (await awaitable) == expected
+
+
+async def due_at(db, queue, seconds: float):
+    """The database instant at which every segment of the queue is ``seconds`` old."""
+    return await db.fetchval(
+        "SELECT max(s.created_at) + make_interval(secs => $2) FROM rq_segments s "
+        "JOIN rq_partitions p ON p.id = s.partition_id JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1",
+        queue, float(seconds))
