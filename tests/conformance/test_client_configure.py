@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 
-from tests.conformance.helpers import create_queue, pop_now
+from tests.conformance.helpers import create_queue, pop_now, pop_until
+from tests.conftest import stored_for
 
 
 async def test_create_echoes_the_options_sent(queen, queue):
@@ -59,12 +58,11 @@ async def test_reconfigure_updates_options(queen, queue):
 
 
 async def test_delayed_processing_holds_messages_back(queen, queue):
-    await create_queue(queen, queue, delayed_processing=2)
+    await create_queue(queen, queue, delayed_processing=1)
     await queen.queue(queue).push({"data": {"n": 1}})
 
     assert await pop_now(queen, queue) == []
-    await asyncio.sleep(2.3)
-    messages = await pop_now(queen, queue)
+    messages = await pop_until(queen, queue)
     assert [m["data"] for m in messages] == [{"n": 1}]
 
 
@@ -107,9 +105,9 @@ async def test_push_into_a_full_queue_raises_and_writes_nothing(queen, queue):
     assert [m["data"] for m in await pop_now(queen, queue)] == [1, 2]
 
 
-async def test_ttl_drops_what_waited_too_long(queen, queue):
+async def test_ttl_drops_what_waited_too_long(queen, queue, db):
     await queen.queue(queue).config({"ttl": 1}).create()
     await queen.queue(queue).push({"data": "stale"})
-    await asyncio.sleep(1.3)
+    await stored_for(db, queue, 1)
     await queen.queue(queue).push({"data": "fresh"})
     assert [m["data"] for m in await pop_now(queen, queue)] == ["fresh"]

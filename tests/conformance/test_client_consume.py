@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.conformance.helpers import create_queue, dlq_rows, pop_now
+from tests.conftest import let_a_long_poll_park
 
 CONSUME_DEADLINE = 30
 
@@ -168,7 +169,7 @@ async def test_consume_long_polls_for_messages_pushed_later(queen, queue):
     consumer = asyncio.ensure_future(
         queen.queue(queue).batch(1).limit(3).timeout_millis(10_000).consume(handler)
     )
-    await asyncio.sleep(0.5)
+    await let_a_long_poll_park()
     for i in range(3):
         await queen.queue(queue).push({"data": i})
     await asyncio.wait_for(consumer, CONSUME_DEADLINE)

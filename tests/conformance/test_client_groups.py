@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 from tests.conformance.helpers import create_queue, drain, pop_now
+from tests.conftest import eventually
 
 CONSUME_DEADLINE = 30
 
@@ -91,7 +92,7 @@ async def test_subscription_mode_is_fixed_when_the_group_is_created(queen, queue
     assert again == []
 
 
-async def test_consume_with_subscription_new_only_sees_later_pushes(queen, queue):
+async def test_consume_with_subscription_new_only_sees_later_pushes(queen, queue, db):
     await create_queue(queen, queue, lease_time=30)
     g = f"g-{uuid.uuid4().hex[:6]}"
     await queen.queue(queue).push([{"data": "history"}])
@@ -105,7 +106,12 @@ async def test_consume_with_subscription_new_only_sees_later_pushes(queen, queue
         queen.queue(queue).group(g).subscription_mode("new").batch(1).limit(2)
         .timeout_millis(10_000).consume(handler)
     )
-    await asyncio.sleep(0.7)
+
+    async def subscribed():  # the consumer's first pop made the group: "new" counts from then
+        return await db.fetchval("SELECT count(*) FROM rq_consumer_groups g JOIN rq_queues q ON q.id = g.queue_id "
+                                 "WHERE q.name = $1 AND g.name = $2", queue, g)
+
+    assert await eventually(subscribed)
     await queen.queue(queue).push([{"data": "fresh-1"}, {"data": "fresh-2"}])
     await asyncio.wait_for(consumer, CONSUME_DEADLINE)
 

@@ -6,7 +6,8 @@ import asyncio
 import time
 import uuid
 
-from tests.conformance.helpers import create_queue, dlq_rows, drain, pop_now
+from tests.conformance.helpers import create_queue, dlq_rows, drain, pop_now, pop_until
+from tests.conftest import let_a_long_poll_park, outlast_lease
 
 # ---------------------------------------------------------------- push
 
@@ -172,7 +173,7 @@ async def test_long_poll_wakes_on_push(queen, queue):
     await create_queue(queen, queue)
 
     async def push_later():
-        await asyncio.sleep(0.5)
+        await let_a_long_poll_park()
         await queen.queue(queue).push({"data": {"late": True}})
 
     started = time.monotonic()
@@ -226,10 +227,11 @@ async def test_commit_on_delivery_pop_needs_no_ack(queen, queue):
     await queen.queue(queue).push([{"data": i} for i in range(3)])
 
     messages = await queen.queue(queue).batch(10).wait(False).commit_on_delivery().pop()
+    popped_at = time.monotonic()
     assert [m["data"] for m in messages] == [0, 1, 2]
     assert not messages[0]["leaseId"]
 
-    await asyncio.sleep(1.5)  # a lease, had there been one, would have expired by now
+    await outlast_lease(popped_at, 1)  # a lease, had there been one, would have run out
     assert await pop_now(queen, queue) == []
 
 
@@ -240,12 +242,13 @@ async def test_ack_true_completes_the_message(queen, queue):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": 1})
     [message] = await pop_now(queen, queue)
+    popped_at = time.monotonic()
 
     result = await queen.ack(message, True)
 
     assert result["success"] is True
     assert not result.get("error")
-    await asyncio.sleep(1.3)  # past the lease: an unacked message would be back
+    await outlast_lease(popped_at, 1)  # an unacked message would be back now
     assert await pop_now(queen, queue) == []
 
 
@@ -314,9 +317,10 @@ async def test_ack_dlq_dead_letters_at_once(queen, queue, db):
     assert rows[0]["error_message"] == "poison"
     # the cursor moved past it: the next message is delivered, the dead one never again
     nxt = await pop_now(queen, queue)
+    popped_at = time.monotonic()
     assert [m["data"] for m in nxt] == ["good"]
     await queen.ack(nxt, True)
-    await asyncio.sleep(1.3)
+    await outlast_lease(popped_at, 1)
     assert await pop_now(queen, queue) == []
 
 
@@ -324,6 +328,7 @@ async def test_batch_ack_with_group_reports_success(queen, queue, group):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push([{"data": i} for i in range(5)])
     messages = await pop_now(queen, queue, group=group)
+    popped_at = time.monotonic()
     assert [m["data"] for m in messages] == [0, 1, 2, 3, 4]
     assert {m["consumerGroup"] for m in messages} == {group}
 
@@ -333,7 +338,7 @@ async def test_batch_ack_with_group_reports_success(queen, queue, group):
     assert "error" not in result
     assert len(result["results"]) == 5
     assert all(r["success"] is True and not r.get("error") for r in result["results"])
-    await asyncio.sleep(1.3)
+    await outlast_lease(popped_at, 1)
     assert await pop_now(queen, queue, group=group) == []
 
 
@@ -341,12 +346,13 @@ async def test_batch_ack_in_queue_mode_sends_null_group(queen, queue):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push([{"data": i} for i in range(3)])
     messages = await pop_now(queen, queue)
+    popped_at = time.monotonic()
 
     result = await queen.ack(messages, True)  # "consumerGroup": null on the wire
 
     assert result["success"] is True
     assert all(r["success"] is True and not r.get("error") for r in result["results"])
-    await asyncio.sleep(1.3)
+    await outlast_lease(popped_at, 1)
     assert await pop_now(queen, queue) == []
 
 
@@ -385,8 +391,7 @@ async def test_ack_with_expired_lease_is_refused(queen, queue):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": "late"})
     [stale] = await pop_now(queen, queue)
-    await asyncio.sleep(1.5)
-    [redelivered] = await pop_now(queen, queue)
+    [redelivered] = await pop_until(queen, queue)  # once the lease ran out
     assert redelivered["transactionId"] == stale["transactionId"]
     assert redelivered["deliveryAttempt"] == 2
 

@@ -3,14 +3,13 @@ runs the operators itself and commits each cycle through /streams/v1/*)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 from queen.streams import Stream
 from queen.streams.runtime.register import StreamsConfigHashMismatch
 
-from tests.conformance.helpers import create_queue, drain, pop_now
+from tests.conformance.helpers import create_queue, drain, pop_now, pop_until
 from tests.conftest import eventually
 
 
@@ -77,13 +76,16 @@ async def test_a_gate_keeps_the_denied_messages_for_later(queen, broker_url, que
                     .run(query_id=query_id, url=broker_url, max_wait_millis=200, subscription_mode="all"))
     try:
         out = await sink_messages(queen, queue2, 3)
-        await asyncio.sleep(2.5)  # the tail's lease expires, the runner pops it again, the gate denies again
+
+        async def tail_denied_again():  # its lease ran out, the runner popped it again, the gate denied it again
+            return runner.metrics()["messagesTotal"] >= 5 + 2
+
+        assert await eventually(tail_denied_again, seconds=10)
         out += await drain(queen, queue2)
     finally:
         await runner.stop()
     assert sorted(m["data"]["n"] for m in out) == [0, 1, 2]
-    await asyncio.sleep(1.2)
-    left = await pop_now(queen, queue, group=f"streams.{query_id}")
+    left = await pop_until(queen, queue, group=f"streams.{query_id}")  # once the runner's last lease ran out
     assert [m["data"]["n"] for m in left] == [3, 4]  # acked up to the last allowed, not past it
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
+import time
 import uuid
 
 import pytest
 
-from tests.conformance.helpers import create_queue, pop_now
+from tests.conformance.helpers import create_queue, pop_now, pop_until
+from tests.conftest import lease_runs_out, outlast_lease
 
 
 async def test_ack_and_push_commit_together(queen, queue, queue2, group):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": {"step": 1}})
     [message] = await pop_now(queen, queue, group=group)
+    popped_at = time.monotonic()
     trace = str(uuid.uuid4())
 
     result = await (
@@ -34,7 +36,7 @@ async def test_ack_and_push_commit_together(queen, queue, queue2, group):
     assert pushed["partition"] == "out"
     assert pushed["traceId"] == trace
 
-    await asyncio.sleep(1.3)  # past the lease: were the ack not applied, it would be redelivered
+    await outlast_lease(popped_at, 1)  # were the ack not applied, it would be redelivered now
     assert await pop_now(queen, queue, group=group) == []
 
 
@@ -42,6 +44,7 @@ async def test_transaction_in_queue_mode_without_partition(queen, queue, queue2)
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": "in"})
     [message] = await pop_now(queen, queue)
+    popped_at = time.monotonic()
 
     result = await queen.transaction().ack(message).queue(queue2).push({"data": "out"}).commit()
 
@@ -49,7 +52,7 @@ async def test_transaction_in_queue_mode_without_partition(queen, queue, queue2)
     [pushed] = await pop_now(queen, queue2)
     assert pushed["data"] == "out"
     assert pushed["partition"] == "Default"
-    await asyncio.sleep(1.3)
+    await outlast_lease(popped_at, 1)
     assert await pop_now(queen, queue) == []
 
 
@@ -57,6 +60,7 @@ async def test_transaction_acking_a_batch_and_pushing_many(queen, queue, queue2,
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push([{"data": i} for i in range(3)])
     messages = await pop_now(queen, queue, group=group)
+    popped_at = time.monotonic()
     assert len(messages) == 3
 
     result = await (
@@ -68,15 +72,15 @@ async def test_transaction_acking_a_batch_and_pushing_many(queen, queue, queue2,
 
     assert result["success"] is True
     assert [m["data"] for m in await pop_now(queen, queue2, partition="p")] == [0, 10, 20]
-    await asyncio.sleep(1.3)
+    await outlast_lease(popped_at, 1)
     assert await pop_now(queen, queue, group=group) == []
 
 
-async def test_commit_with_expired_lease_raises_and_applies_nothing(queen, queue, queue2, group):
+async def test_commit_with_expired_lease_raises_and_applies_nothing(queen, queue, queue2, group, db):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": "slow"})
     [message] = await pop_now(queen, queue, group=group)
-    await asyncio.sleep(1.6)  # the lease runs out while "processing"
+    await lease_runs_out(db, message["leaseId"])  # while "processing"
 
     with pytest.raises(Exception):  # noqa: B017 - commit() raises a bare Exception
         await (
@@ -96,8 +100,7 @@ async def test_commit_with_lease_taken_over_raises(queen, queue, queue2):
     await create_queue(queen, queue, lease_time=1)
     await queen.queue(queue).push({"data": "contended"})
     [stale] = await pop_now(queen, queue)
-    await asyncio.sleep(1.5)
-    [current] = await pop_now(queen, queue)  # another consumer now holds it
+    [current] = await pop_until(queen, queue)  # the lease ran out: another consumer now holds it
     assert current["leaseId"] != stale["leaseId"]
 
     with pytest.raises(Exception):  # noqa: B017
@@ -125,8 +128,7 @@ async def test_duplicate_push_rolls_the_whole_transaction_back(queen, queue, que
         )
 
     assert [m["data"] for m in await pop_now(queen, queue2)] == ["original"]
-    await asyncio.sleep(1.3)
-    [again] = await pop_now(queen, queue)  # the ack was rolled back too
+    [again] = await pop_until(queen, queue)  # the ack was rolled back too: back once the lease ran out
     assert again["transactionId"] == message["transactionId"]
 
 
