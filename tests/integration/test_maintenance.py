@@ -1,7 +1,8 @@
 """Retention and the elected maintenance loop, against real broker processes.
 
 The session broker runs its maintenance loop every 0.3 s (see conftest), so effects show up
-within about a second of a message becoming eligible.
+within about a second of a message becoming eligible; a test that asserts retention left
+something alone waits for a round that started once it was eligible to end.
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ import asyncpg
 import pytest
 
 from reginamq.store.database import apply_schema
-from tests.conftest import eventually, start_broker, stop_process
-from tests.integration.retention_helpers import configure, consume_all, equals, push, segments
+from tests.conftest import a_round_ran, eventually, start_broker, stop_process
+from tests.integration.retention_helpers import (
+    configure,
+    consume_all,
+    due_at,
+    equals,
+    push,
+    segments,
+)
 
 
 async def test_completed_messages_are_deleted_after_the_completed_retention(http, db, queue):
@@ -95,7 +103,7 @@ async def test_readers_new_to_a_consumed_and_deleted_prefix_start_at_the_first_s
 async def test_unconsumed_messages_stay_under_completed_retention(http, db, queue):
     await configure(http, queue, completedRetentionSeconds=1)
     await push(http, queue, "p", [1, 2])
-    await asyncio.sleep(2.0)
+    await a_round_ran(db, "retention", since=await due_at(db, queue, 1))
     assert await segments(db, queue) == 1
     assert sorted(await consume_all(http, queue)) == [1, 2]
 
@@ -109,7 +117,7 @@ async def test_a_group_that_has_not_read_a_partition_keeps_it(http, db, queue):
     response = await http.get(f"/api/v1/pop/queue/{queue}/partition/b",
                               params={"consumerGroup": "slow", "subscriptionMode": "all"})
     assert response.status_code == 200
-    await asyncio.sleep(2.0)
+    await a_round_ran(db, "retention", since=await due_at(db, queue, 1))
     assert await segments(db, queue) == 2
     assert await consume_all(http, queue, group="slow") == [1]
 
@@ -127,7 +135,7 @@ async def test_retention_seconds_drops_old_messages_consumed_or_not(http, db, qu
 async def test_options_that_delete_nothing(http, db, queue, options):
     await configure(http, queue, **options)
     await push(http, queue, "p", [1])
-    await asyncio.sleep(2.0)
+    await a_round_ran(db, "retention", since=await due_at(db, queue, 1))
     assert await segments(db, queue) == 1
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
 from reginamq.store.database import apply_schema
-from tests.conftest import broker_with_clean_log, connection, create_database, eventually
+from tests.conftest import a_round_ran, broker_with_clean_log, connection, create_database, eventually
 from tests.integration.retention_helpers import configure, consume_all, equals, push, segments
 
 IDLE_SECONDS = 2.0
@@ -144,6 +144,13 @@ async def own_db(own_database):
         yield conn
 
 
+async def let_a_started_round_end() -> None:
+    """Let a round the broker had started before its lease was taken away end. A round does not
+    look at the lease again and leaves no trace while it rests between steps, so this waits:
+    a round over this module's few partitions takes a fraction of it."""
+    await asyncio.sleep(1.0)
+
+
 @contextlib.asynccontextmanager
 async def retention_lease(db):
     """Hold the retention lease, so the broker's own retention stays out while a test runs
@@ -152,7 +159,7 @@ async def retention_lease(db):
     await db.execute("INSERT INTO rq_leader_leases VALUES ('retention', $1, now() + interval '1 hour') "
                      "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
                      "expires_at = EXCLUDED.expires_at", holder)
-    await asyncio.sleep(1.0)  # a round the broker had started is over
+    await let_a_started_round_end()
     try:
         yield
     finally:
@@ -383,7 +390,12 @@ async def test_each_retention_period_has_a_due_walk_of_its_own(own_db, own_datab
             loop = RetentionLoop(run, interval=5.0)
             await loop.round()  # the 2-s walk passes it (not due for its queue); the sweep too
             assert await kept_segments(own_db, partition) == [0]
-            await asyncio.sleep(2.5)
+
+            async def due_for_its_own_queue():
+                return await own_db.fetchval("SELECT created_at < now() - interval '4 seconds' FROM rq_segments "
+                                             "WHERE partition_id = $1", partition)
+
+            assert await eventually(due_for_its_own_queue)
             await loop.round()  # within the sweep's walk period: only the walks run
             assert await kept_segments(own_db, partition) == []
             assert await own_db.fetchval("SELECT evicted FROM rq_retention_totals WHERE queue_id = $1 "
@@ -417,8 +429,14 @@ async def test_retention_keeps_up_with_pushes_without_deadlock(own_http, own_db,
     # one segment per push and partition, each counted once: a segment the walk and a sweep
     # worker both chose would be counted by both
     assert sum(w["segments"] for w in workers) == 30 * 32
-    await asyncio.sleep(1.0)  # PostgreSQL publishes its counters within a second
+    await let_postgres_publish_its_counters()
     assert await own_db.fetchval("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()") == 0
+
+
+async def let_postgres_publish_its_counters() -> None:
+    """PostgreSQL publishes a backend's statistics (a deadlock it met) within about a second, and
+    nothing shows that a backend has published: this waits that long before counting."""
+    await asyncio.sleep(1.0)
 
 
 # Idle partitions
@@ -459,7 +477,7 @@ async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_d
         assert await eventually(lambda: equals(segments(own_db, queue), 0), seconds=10) is True
     # the partition without a lease goes once idle; the leased one and the unread one stay
     assert await eventually(lambda: equals(partition_row(own_db, queue, "evicted"), None), seconds=20) is True
-    await asyncio.sleep(1.0)
+    await a_round_ran(own_db, "retention")  # its cleanup step could have deleted "leased" too, as idle as "evicted"
     assert (await partition_row(own_db, queue, "leased"))["log_start"] == 1
     assert await partition_row(own_db, kept, "unread") is not None
     assert [m["data"] for m in await pop_all(own_http, kept)] == [1]
@@ -593,7 +611,7 @@ async def test_a_worker_walks_its_range_again_only_after_the_walk_period(fresh_d
         sweep_steps.clear()
         await loop.round()
         assert sweep_steps == []  # the workers rested
-        await asyncio.sleep(retention.WALK_INTERVALS * 0.2)
+        await asyncio.sleep(retention.WALK_INTERVALS * 0.2)  # the walk period: time must pass here
         await loop.round()
         assert len(sweep_steps) >= 2  # swept again
     finally:
