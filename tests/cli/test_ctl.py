@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from reginamq.cli import main
-from tests.conftest import backdate_segments, free_port
+from tests.conftest import PARK_SECONDS, backdate_segments, free_port, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -193,7 +193,13 @@ def test_tail_stops_cleanly_on_ctrl_c(broker_url, http, ctl):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert json.loads(process.stdout.readline()) == "first"
-        time.sleep(0.5)  # now in a long poll
+
+        def acked() -> bool:  # printed, then acked: next comes the long poll
+            detail = http.get("/api/v1/consumer-groups/cc").json()
+            return [p["offsetLag"] for p in detail.get(queue, {}).get("partitions", [])] == [0]
+
+        assert wait_until(acked)
+        time.sleep(PARK_SECONDS)  # into its long poll: nothing outside shows that
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=15)
     finally:

@@ -22,6 +22,7 @@ from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPosit
 from reginamq.engine.sealing import Sealer
 from reginamq.engine.waiters import Waiters
 from reginamq.maintenance.process_metrics import Meter
+from tests.conftest import let_a_long_poll_park
 
 
 async def wait_listening(waiters: Waiters) -> None:
@@ -204,7 +205,7 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
         elsewhere.start()
         elsewhere.join()  # blocks this loop: the configure's notification is not heard yet
         popping = asyncio.create_task(pop(broker, request))
-        await asyncio.sleep(0.5)
+        await let_a_long_poll_park()
         assert not popping.done()  # one message of three: it waits for the batch to fill
         await push_one(database_url, queue)
         await push_one(database_url, queue)

@@ -16,7 +16,7 @@ import pytest
 
 from reginamq.store.database import apply_schema
 from reginamq.store.embedded import EmbeddedPostgres
-from tests.conftest import free_port, start_broker, stop_process, wait_healthy
+from tests.conftest import a_round_ran, connection, free_port, start_broker, stop_process, wait_healthy
 
 
 def without_broker_settings() -> dict[str, str]:
@@ -64,7 +64,7 @@ def test_a_new_database_gets_planner_statistics_once_partitions_fill_it(tmp_path
     url, database_url = f"http://127.0.0.1:{port}", EmbeddedPostgres(data_dir).url
     process = serve_embedded(data_dir, port, "--pg-setting", "autovacuum=off", "--maintenance-interval", "0.5")
     try:
-        time.sleep(1.5)  # rounds ran over the empty tables
+        asyncio.run(a_stats_round_ran(database_url))  # over the empty tables
         assert asyncio.run(reltuples(database_url)) == {"rq_partitions": -1, "rq_consumers": -1}
         pushed = httpx.post(f"{url}/api/v1/push", json={"items": [
             {"queue": "fresh", "partition": f"p{n}", "payload": n} for n in range(1_200)]}, timeout=30)
@@ -76,6 +76,11 @@ def test_a_new_database_gets_planner_statistics_once_partitions_fill_it(tmp_path
         assert counts == {"rq_partitions": 1_200, "rq_consumers": -1}
     finally:
         stop_process(process)
+
+
+async def a_stats_round_ran(url: str) -> None:
+    async with connection(url) as conn:
+        await a_round_ran(conn, "stats")
 
 
 async def reltuples(url: str) -> dict[str, int]:
@@ -129,6 +134,7 @@ def test_sigterm_answers_open_long_polls_at_once(database_url):
                 polls = [asyncio.create_task(client.get("/api/v1/pop/queue/never-filled",
                                                         params={"wait": "true", "timeout": 60000}))
                          for _ in range(4)]
+                # parked by now: nothing outside shows it, and a poll still on its way would be refused
                 await asyncio.sleep(1.0)
                 started = time.monotonic()
                 process.send_signal(signal.SIGTERM)

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from reginamq.maintenance.leader import ElectedLoop
+from tests.conftest import eventually
 
 
 class SlowRounds(ElectedLoop):
@@ -25,11 +26,14 @@ class SlowRounds(ElectedLoop):
         await asyncio.sleep(self.round_seconds)
         return {}
 
+    async def has_started(self, rounds: int) -> bool:
+        return len(self.started) >= rounds
+
 
 async def test_slow_rounds_take_at_most_their_duty_cycle():
     loop = SlowRounds(round_seconds=0.1)
     loop.start()
-    await asyncio.sleep(1.0)
+    assert await eventually(lambda: loop.has_started(3))
     await loop.stop()
     gaps = [b - a for a, b in zip(loop.started, loop.started[1:], strict=False)]
     assert gaps and min(gaps) >= 0.1 / 0.25 * 0.95  # a 0.1 s round every 0.4 s, not every 0.11 s
@@ -38,6 +42,6 @@ async def test_slow_rounds_take_at_most_their_duty_cycle():
 async def test_fast_rounds_keep_the_interval():
     loop = SlowRounds(round_seconds=0.0)
     loop.start()
-    await asyncio.sleep(0.3)
+    assert await eventually(lambda: loop.has_started(10))
     await loop.stop()
     assert len(loop.started) >= 10
