@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+import psutil
 import pytest
 
 from reginamq.maintenance.leader import LEASE_SECONDS
@@ -88,7 +90,16 @@ def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = N
     )
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process)
+    remember_database(process, database_url)
     return process, url
+
+
+# The database of each broker started here: once stopped, its elected loops' leases are handed back.
+BROKER_DATABASES: dict[int, str] = {}
+
+
+def remember_database(process: subprocess.Popen, database_url: str) -> None:
+    BROKER_DATABASES[process.pid] = database_url
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -99,6 +110,50 @@ def stop_process(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    database_url = BROKER_DATABASES.pop(process.pid, None)
+    if database_url is not None:
+        hand_back_leases(database_url)
+
+
+def _holder_gone(holder: str) -> bool:
+    """Whether the process named by a lease holder (``host:pid:tag``) no longer runs here."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
+
+
+def hand_back_leases(database_url: str) -> None:
+    """Delete the elected loops' leases (retention, stats, ...) that processes no longer running
+    hold: a broker a test stopped does not give them back, and the other brokers on its database
+    would otherwise run none of those loops for up to LEASE_SECONDS. Runs in a thread of its
+    own, so it can be called from async tests too. A database that cannot be reached (a fault
+    test's, stopped) is left alone: its leases run out by themselves."""
+    async def hand_back() -> None:
+        try:
+            conn = await asyncpg.connect(database_url, timeout=10)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return
+        try:
+            holders = [row[0] for row in await conn.fetch("SELECT holder FROM rq_leader_leases")]
+            gone = [holder for holder in holders if _holder_gone(holder)]
+            if gone:
+                await conn.execute("DELETE FROM rq_leader_leases WHERE holder = ANY($1::text[])", gone)
+        finally:
+            await conn.close()
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(hand_back())
+        except BaseException as failure:  # raised again in the caller's thread below
+            failures.append(failure)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if failures:
+        raise failures[0]
 
 
 def create_database(database_url: str, prefix: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tests.conftest import free_port, spool_dir, wait_healthy, wait_until
+from tests.conftest import free_port, remember_database, spool_dir, wait_healthy, wait_until
 
 # An interval line of the bench's report: cumulative counts so far.
 REPORT_LINE = re.compile(r"^\[\s*\d+s[ *]\] offered=\S+ accepted=([\d,]+) shed=\S+ popped=([\d,]+) ", re.M)
@@ -36,6 +36,7 @@ def start_broker_on(database_url: str, port: int | None = None, workers: int = 2
          "--workers", str(workers)], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process)
+    remember_database(process, database_url)
     return process, url
 
 
