@@ -95,7 +95,15 @@ class Bench:
 
 
 def workers_of(pid: int) -> list[psutil.Process]:
-    return [child for child in psutil.Process(pid).children() if child.is_running()]
+    """The broker's live workers: a killed one stays a zombie child until granian reaps it."""
+    workers = []
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                workers.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return workers
 
 
 def kill_the_older_worker(process: subprocess.Popen, seconds: float = 30.0) -> int:

@@ -22,7 +22,7 @@ def test_kill9_of_a_worker_loses_nothing(broker, tmp_path):
     finally:
         bench.stop()
     counts = assert_clean(code, output, results)
-    assert len(killed) >= 3
+    assert len(set(killed)) >= 3  # three workers, each killed once
     # granian respawned the killed workers: the broker still has two and answers
     assert wait_until(lambda: len(workers_of(process.pid)) == 2, 20)
     assert get(url, "/health").status_code == 200
