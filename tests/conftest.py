@@ -15,15 +15,19 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+import psutil
 import pytest
 
+from reginamq.maintenance.leader import LEASE_SECONDS
 from reginamq.store.embedded import EmbeddedPostgres
 from reginamq.store.schema import apply_schema
 
@@ -35,6 +39,18 @@ SPOOL_ROOT = Path(tempfile.mkdtemp(prefix="reginamq-test-spools-"))
 def spool_dir() -> str:
     """A fresh, empty spool folder for one broker (a restart that must find its spool reuses it)."""
     return tempfile.mkdtemp(prefix="spool-", dir=SPOOL_ROOT)
+
+
+def pytest_sessionstart(session) -> None:
+    """Keep the layout tests/README.md describes: every test file in the folder of its layer,
+    and one name for one test file across the tree."""
+    here = Path(__file__).resolve().parent
+    loose = sorted(path.name for path in here.glob("test_*.py"))
+    names = Counter(path.name for path in here.rglob("test_*.py"))
+    twice = sorted(name for name, count in names.items() if count > 1)
+    if loose or twice:
+        raise pytest.UsageError(f"tests/README.md: test files directly in tests/: {loose or 'none'}; "
+                                f"test file names used twice: {twice or 'none'}")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -74,7 +90,16 @@ def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = N
     )
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process)
+    remember_database(process, database_url)
     return process, url
+
+
+# The database of each broker started here: once stopped, its elected loops' leases are handed back.
+BROKER_DATABASES: dict[int, str] = {}
+
+
+def remember_database(process: subprocess.Popen, database_url: str) -> None:
+    BROKER_DATABASES[process.pid] = database_url
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -85,6 +110,50 @@ def stop_process(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    database_url = BROKER_DATABASES.pop(process.pid, None)
+    if database_url is not None:
+        hand_back_leases(database_url)
+
+
+def _holder_gone(holder: str) -> bool:
+    """Whether the process named by a lease holder (``host:pid:tag``) no longer runs here."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
+
+
+def hand_back_leases(database_url: str) -> None:
+    """Delete the elected loops' leases (retention, stats, ...) that processes no longer running
+    hold: a broker a test stopped does not give them back, and the other brokers on its database
+    would otherwise run none of those loops for up to LEASE_SECONDS. Runs in a thread of its
+    own, so it can be called from async tests too. A database that cannot be reached (a fault
+    test's, stopped) is left alone: its leases run out by themselves."""
+    async def hand_back() -> None:
+        try:
+            conn = await asyncpg.connect(database_url, timeout=10)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return
+        try:
+            holders = [row[0] for row in await conn.fetch("SELECT holder FROM rq_leader_leases")]
+            gone = [holder for holder in holders if _holder_gone(holder)]
+            if gone:
+                await conn.execute("DELETE FROM rq_leader_leases WHERE holder = ANY($1::text[])", gone)
+        finally:
+            await conn.close()
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(hand_back())
+        except BaseException as failure:  # raised again in the caller's thread below
+            failures.append(failure)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if failures:
+        raise failures[0]
 
 
 def create_database(database_url: str, prefix: str) -> str:
@@ -241,6 +310,17 @@ async def backdate_segments(conn, queue: str, seconds: float) -> None:
     assert moved != "UPDATE 0", f"queue {queue} stores no message"
 
 
+async def stored_for(db, queue: str, seconds: float) -> None:
+    """Poll until every message stored in the queue has been stored for more than ``seconds``
+    (its segment's ``created_at``, what a pop compares with the queue's ttl)."""
+    async def old_enough():
+        return await db.fetchval(
+            """SELECT bool_and(s.created_at < now() - make_interval(secs => $2)) FROM rq_segments s
+                 JOIN rq_partitions p ON p.id = s.partition_id JOIN rq_queues q ON q.id = p.queue_id
+                WHERE q.name = $1""", queue, float(seconds))
+    assert await eventually(old_enough, seconds + 10), f"queue {queue}: a message is still younger than {seconds} s"
+
+
 async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
     """Poll an async check until it returns a truthy value (for background effects only)."""
     deadline = time.monotonic() + seconds
@@ -249,3 +329,65 @@ async def eventually(check, seconds: float = 5.0, interval: float = 0.05):
         if value or time.monotonic() > deadline:
             return value
         await asyncio.sleep(interval)
+
+
+async def a_round_ran(db, loop: str, since=None, seconds: float = 40.0) -> None:
+    """Poll the lease of an elected loop (``retention``, ``stats``) until a round that started
+    after ``since`` (a database instant; now if not given) is over: for asserting that the loop
+    left something alone, which no state shows sooner. A round starts by renewing its lease, so
+    the lease tells when the last round started, and the next renewal that the round ended."""
+    if since is None:
+        since = await db.fetchval("SELECT now()")
+
+    async def started_after(instant):
+        taken = await db.fetchval("SELECT expires_at - make_interval(secs => $2) FROM rq_leader_leases "
+                                  "WHERE name = $1", loop, float(LEASE_SECONDS))
+        return taken if taken is not None and taken > instant else None
+
+    began = await eventually(lambda: started_after(since), seconds)
+    assert began, f"no {loop} round started within {seconds} s"
+    assert await eventually(lambda: started_after(began), seconds), f"a {loop} round lasted over {seconds} s"
+
+
+def wait_until(check, seconds: float = 10.0, interval: float = 0.05):
+    """Poll a check until it returns a truthy value or ``seconds`` pass; returns the last value
+    (``eventually`` for code that is not async)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+async def lease_runs_out(db, lease_id: str, seconds: float = 10.0) -> None:
+    """Poll the database until the lease ``lease_id`` is no longer live (run out, or released):
+    from then on an ack with it is refused and a pop may hand its messages out again."""
+    async def gone():
+        return await db.fetchval(
+            """SELECT NOT EXISTS (SELECT 1 FROM rq_consumers WHERE lease_id = $1::uuid
+                                     AND span_end IS NOT NULL AND lease_expires_at > now())""", str(lease_id))
+    assert await eventually(gone, seconds), f"lease {lease_id} still live after {seconds} s"
+
+
+async def outlast_lease(popped_at: float, lease_seconds: float) -> None:
+    """Let time pass until a lease of ``lease_seconds`` granted by a pop that had answered by
+    ``popped_at`` (a ``time.monotonic()`` reading) has surely run out.
+
+    For asserting that something did NOT come back once the lease was over (an ack that was
+    applied, a renewal that held): no state shows that sooner, so this waits, and no longer."""
+    await asyncio.sleep(max(0.0, popped_at + lease_seconds - time.monotonic()) + 0.05)
+
+
+
+# Long enough for a pop sent just before to reach the broker, find nothing and park.
+PARK_SECONDS = 0.3
+
+
+async def let_a_long_poll_park() -> None:
+    """Give a long poll sent just before the time to park before the test acts on it.
+
+    Nothing outside the broker shows that a pop has parked, so this waits, briefly. A pop that
+    had not parked yet finds what the test then pushes at once: the test still passes, it only
+    did not exercise the wake-up that time."""
+    await asyncio.sleep(PARK_SECONDS)

@@ -14,34 +14,11 @@ Things about the client that shape these tests:
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import signal
 import uuid
 
 import pytest
-from queen import Queen
 
-
-def make_client(url: str, **options) -> Queen:
-    """Build the client the way /work/shared/checks/queen_client_smoke.py does (plus ``options``)."""
-    kwargs = dict(options)
-    if "handle_signals" in inspect.signature(Queen.__init__).parameters:
-        kwargs["handle_signals"] = False
-    return Queen(url, **kwargs)
-
-
-@contextlib.asynccontextmanager
-async def open_client(url: str, **options):
-    """A client for the block; pytest's signal handlers are put back when it closes."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    client = make_client(url, **options)
-    try:
-        yield client
-    finally:
-        await client.close()
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+from tests.conformance.helpers import open_client
 
 
 @pytest.fixture

@@ -1,11 +1,36 @@
-"""Helpers for the conformance suite: everything goes through the official client."""
+"""Helpers for driving the broker through the official client (the conformance suite, and any
+test elsewhere that needs a real `queen.Queen`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
+import signal
 import time
 
 from queen import Queen
+
+
+def make_client(url: str, **options) -> Queen:
+    """Build the client the way /work/shared/checks/queen_client_smoke.py does (plus ``options``)."""
+    kwargs = dict(options)
+    if "handle_signals" in inspect.signature(Queen.__init__).parameters:
+        kwargs["handle_signals"] = False
+    return Queen(url, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def open_client(url: str, **options):
+    """A client for the block; pytest's signal handlers are put back when it closes."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    client = make_client(url, **options)
+    try:
+        yield client
+    finally:
+        await client.close()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 async def create_queue(queen: Queen, name: str, **options) -> dict:
@@ -39,7 +64,7 @@ async def drain(queen: Queen, name: str, *, group: str | None = None, batch: int
     raise AssertionError(f"queue {name} did not drain in {rounds} rounds")
 
 
-async def pop_until(queen: Queen, name: str, *, seconds: float = 5.0, **kwargs) -> list[dict]:
+async def pop_until(queen: Queen, name: str, *, seconds: float = 10.0, **kwargs) -> list[dict]:
     """Pop (without waiting) until something comes back or `seconds` pass."""
     deadline = time.monotonic() + seconds
     while True:

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import psutil
 
-from tests.conftest import free_port, spool_dir, wait_healthy
+from tests.conftest import free_port, remember_database, spool_dir, wait_healthy, wait_until
+
+# An interval line of the bench's report: cumulative counts so far.
+REPORT_LINE = re.compile(r"^\[\s*\d+s[ *]\] offered=\S+ accepted=([\d,]+) shed=\S+ popped=([\d,]+) ", re.M)
+# granian gives up on the whole broker ("Worker crash loop detected") when a worker dies within
+# 5.5 s of being respawned: a worker is killed only once it has lived longer than this.
+RESPAWN_GRACE_S = 6.0
 
 
 def start_broker_on(database_url: str, port: int | None = None, workers: int = 2, spool: str | None = None,
@@ -27,6 +36,7 @@ def start_broker_on(database_url: str, port: int | None = None, workers: int = 2
          "--workers", str(workers)], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process)
+    remember_database(process, database_url)
     return process, url
 
 
@@ -49,6 +59,14 @@ class Bench:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def wait_for_load(self, seconds: float = 30.0) -> None:
+        """Poll the bench's report until it shows messages accepted and popped: the load runs."""
+        def running() -> bool:
+            return any(accepted != "0" and popped != "0"
+                       for accepted, popped in REPORT_LINE.findall(self.output()))
+
+        assert wait_until(running, seconds, interval=0.2), f"no load after {seconds} s:\n{self.output()[-3000:]}"
 
     def finish(self) -> tuple[int, str, dict]:
         """Wait for the run; (exit code, output, the --json document's verify results)."""
@@ -74,6 +92,34 @@ class Bench:
             self.process.wait()
         if not self._out.closed:
             self._out.close()
+
+
+def workers_of(pid: int) -> list[psutil.Process]:
+    """The broker's live workers: a killed one stays a zombie child until granian reaps it."""
+    workers = []
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                workers.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return workers
+
+
+def kill_the_older_worker(process: subprocess.Popen, seconds: float = 30.0) -> int:
+    """SIGKILL the older of the broker's two workers, once both are up and it has lived past
+    ``RESPAWN_GRACE_S``; returns its pid. Killing the older one alternates between the two."""
+    def victim() -> psutil.Process | None:
+        workers = workers_of(process.pid)
+        if len(workers) < 2:
+            return None  # granian is respawning
+        older = min(workers, key=lambda worker: worker.create_time())
+        return older if time.time() - older.create_time() > RESPAWN_GRACE_S else None
+
+    older = wait_until(victim, seconds, interval=0.1)
+    assert older is not None, f"the broker did not have two workers, one {RESPAWN_GRACE_S} s old, within {seconds} s"
+    os.kill(older.pid, signal.SIGKILL)  # a worker of the broker this test started
+    return older.pid
 
 
 def totals(results: dict) -> dict:

@@ -68,7 +68,7 @@ def outage(own_postgres, tmp_path, workers: int) -> None:
     process, url = start_broker_on(database_url, workers=workers, log_path=tmp_path / "broker.log")
     bench = Bench(url, tmp_path, rate=1000, duration=16, lease=2, timeout=150)
     try:
-        time.sleep(5)
+        bench.wait_for_load()
         server.stop(mode="immediate")
         down_at = time.monotonic()
         assert wait_for(lambda: health(url) == 503, 10) is not None, "health did not turn 503"

@@ -33,10 +33,10 @@ def test_sigterm_during_load_then_restart(database_url, tmp_path):
         parked["seconds"] = time.monotonic() - started
 
     try:
-        time.sleep(5)
+        bench.wait_for_load()
         poller = threading.Thread(target=long_poll, daemon=True)
         poller.start()
-        time.sleep(1)  # parked by now
+        time.sleep(1)  # parked by now: nothing outside shows it, and a poll still on its way would be refused
         process.send_signal(signal.SIGTERM)
         stopping = time.monotonic()
         poller.join(15)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import asyncpg
 import pytest
 
-from tests.conftest import stop_process
+from tests.conftest import stop_process, wait_until
 from tests.faults.helpers import Bench, assert_clean, get, start_broker_on
 
 TERMINATE = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -32,15 +31,15 @@ def check(url: str, database_url: str, tmp_path) -> None:
         conn = await asyncpg.connect(database_url)
         killed = 0
         try:
-            await asyncio.sleep(3)
             while bench.elapsed() < 13:
                 killed += await conn.fetchval(TERMINATE)
-                await asyncio.sleep(0.7)
+                await asyncio.sleep(0.7)  # the fault's cadence
         finally:
             await conn.close()
         return killed
 
     try:
+        bench.wait_for_load()
         killed = asyncio.run(kill_loop())
         code, output, results = bench.finish()
     finally:
@@ -53,6 +52,5 @@ def check(url: str, database_url: str, tmp_path) -> None:
     gave_up = {key: value for key, value in stats.items() if key.endswith("_gave_up")}
     assert not any(gave_up.values()), stats
     five_xx = sum(value for key, value in stats.items() if key.endswith("_5xx"))
-    time.sleep(0.5)
-    assert get(url, "/health").status_code == 200
+    assert wait_until(lambda: get(url, "/health").status_code == 200, 10)  # reconnected after the last kill
     print(f"terminated {killed} backends; 5xx answers {five_xx} (all fixed by a retry); counters {counts}")

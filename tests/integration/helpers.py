@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.conftest import eventually
+
 QUEUE_MODE = "__QUEUE_MODE__"
 ISO_MILLIS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 PUSH_FIELDS = {"index", "message_id", "transaction_id", "queueName", "status"}
@@ -68,6 +70,13 @@ async def pop(http: httpx.AsyncClient, queue: str | None = None, partition: str 
         return None
     assert response.status_code == 200, response.text
     return response.json()
+
+
+async def pop_until(http: httpx.AsyncClient, queue: str | None = None, partition: str | None = None,
+                    seconds: float = 10.0, **params: Any) -> dict | None:
+    """Pop (without waiting) until a body comes back or ``seconds`` pass: for messages that are
+    handed out again once a lease runs out, or once a delay is over."""
+    return await eventually(lambda: pop(http, queue, partition, **params), seconds)
 
 
 async def pop_messages(http: httpx.AsyncClient, queue: str | None = None, partition: str | None = None,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import eventually
+from tests.conftest import eventually, let_a_long_poll_park
 
 BASE = "/api/v1/ephemeral"
 
@@ -114,8 +114,7 @@ async def test_a_lease_that_falls_due_on_a_caught_up_ring_is_found_again(http, e
     taken = await pop(http, eq, batch=100)
     assert len(taken) == 10 and await pop(http, eq) == []
     await ack(http, eq, [m["id"] for m in taken if m["partition"] != "p4"])
-    await asyncio.sleep(1.2)  # p4's lease expires; its cursor is past the message
-    [again] = await pop(http, eq)
+    [again] = await eventually(lambda: pop(http, eq))  # once p4's lease ran out; its cursor is past the message
     assert (again["partition"], again["payload"], again["attempts"]) == ("p4", "m4", 2)
 
 
@@ -126,9 +125,12 @@ async def test_a_failed_ack_or_an_expired_lease_redelivers_until_the_retry_budge
     assert await ack(http, eq, [first["id"]], status="failed") == ["redelivered"]
     [second] = await pop(http, eq)
     assert second["id"] == first["id"] and second["attempts"] == 2
-    await asyncio.sleep(1.2)  # the lease of the last delivery the budget allows expires
-    assert await pop(http, eq) == []
-    assert (await depth(http, eq))["drops"]["retry"] == 1
+
+    async def dropped():  # once the lease of the last delivery the budget allows ran out
+        assert await pop(http, eq) == []
+        return (await depth(http, eq))["drops"]["retry"] == 1
+
+    assert await eventually(dropped)
     assert await ack(http, eq, [second["id"]]) == ["unknown"]
 
 
@@ -161,10 +163,15 @@ async def test_drop_oldest_makes_room_and_a_lagging_group_counts_what_it_missed(
     assert too_big.status_code == 429
 
 
-async def test_messages_older_than_the_ttl_are_dropped(http, eq):
+async def test_messages_older_than_the_ttl_are_dropped(http, eq, db):
     await configure(http, eq, ttlSeconds=1)
     await push(http, eq, "old")
-    await asyncio.sleep(1.2)
+
+    async def older_than_the_ttl():
+        return await db.fetchval("SELECT bool_and(pushed_at < now() - interval '1 second') "
+                                 "FROM rq_eph_messages WHERE queue = $1", eq)
+
+    assert await eventually(older_than_the_ttl)
     await push(http, eq, "new")
     assert [m["payload"] for m in await pop(http, eq)] == ["new"]
     assert (await depth(http, eq))["drops"]["ttl"] == 1
@@ -176,7 +183,7 @@ async def test_a_long_poll_is_woken_by_a_push_and_times_out_empty(http, eq):
     assert time.monotonic() - started >= 0.25
 
     async def later():
-        await asyncio.sleep(0.3)
+        await let_a_long_poll_park()
         await push(http, eq, "wake")
 
     pusher = asyncio.create_task(later())
@@ -191,7 +198,7 @@ async def test_a_window_buffer_fattens_a_waiting_pop(http, eq):
     await push(http, eq, 1)
 
     async def later():
-        await asyncio.sleep(0.3)
+        await let_a_long_poll_park()
         await push(http, eq, 2, 3)
 
     pusher = asyncio.create_task(later())

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import datetime
 
-from tests.integration.helpers import ISO_MILLIS, ack, pop, pop_messages, push
+from tests.conftest import lease_runs_out, outlast_lease
+from tests.integration.helpers import ISO_MILLIS, ack, pop, pop_messages, pop_until, push
 
 
 def parse(stamp: str) -> datetime:
@@ -70,21 +72,19 @@ async def test_lease_expiry_redelivers_with_growing_delivery_attempt(http, queue
     assert [m["data"] for m in first["messages"]] == ["m1", "m2"]
     assert [m["deliveryAttempt"] for m in first["messages"]] == [1, 1]
     assert await pop(http, queue, leaseSeconds=1) is None
-    await asyncio.sleep(1.5)
-    second = await pop(http, queue, leaseSeconds=1)
+    second = await pop_until(http, queue, leaseSeconds=1)  # once the lease ran out
     assert [m["id"] for m in second["messages"]] == [m["id"] for m in first["messages"]]
     assert [m["deliveryAttempt"] for m in second["messages"]] == [2, 2]
     assert second["leaseId"] != first["leaseId"]
-    await asyncio.sleep(1.5)
-    third = await pop(http, queue, leaseSeconds=1)
+    third = await pop_until(http, queue, leaseSeconds=1)
     assert [m["id"] for m in third["messages"]] == [m["id"] for m in first["messages"]]
     assert [m["deliveryAttempt"] for m in third["messages"]] == [3, 3]
 
 
-async def test_expired_lease_cannot_ack(http, queue):
+async def test_expired_lease_cannot_ack(http, queue, db):
     await push(http, queue, "m")
     [message] = await pop_messages(http, queue, leaseSeconds=1)
-    await asyncio.sleep(1.5)
+    await lease_runs_out(db, message["leaseId"])
     result = await ack(http, message)
     assert result["success"] is False
     assert result["error"] == "invalid or expired lease"
@@ -136,10 +136,11 @@ async def test_extend_unknown_lease_is_success_false(http):
 async def test_extend_keeps_a_short_lease_alive(http, queue):
     await push(http, queue, "keep", "also")
     body = await pop(http, queue, leaseSeconds=1)
+    popped_at = time.monotonic()
     response = await http.post(f"/api/v1/lease/{body['leaseId']}/extend", json={"seconds": 5})
     assert response.status_code == 200
     assert response.json()["success"] is True
-    await asyncio.sleep(1.5)
+    await outlast_lease(popped_at, 1)
     # past the original expiry: still leased, so no redelivery, and the ack is accepted
     assert await pop(http, queue) is None
     for message in body["messages"]:

@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from tests.conftest import let_a_long_poll_park
 from tests.integration.helpers import push, unique
 
 
@@ -41,7 +42,7 @@ async def _woken_by_push(broker_url: str, queue: str, pop_path: str, push_items:
         started = time.monotonic()
         waiting = asyncio.create_task(waiter_client.get(
             pop_path, params={"wait": "true", "timeout": "10000", **(params or {})}))
-        await asyncio.sleep(0.3)  # let the pop reach the broker and park
+        await let_a_long_poll_park()
         assert not waiting.done(), "the pop answered before anything was pushed"
         async with httpx.AsyncClient(base_url=broker_url, timeout=30) as pusher:
             response = await pusher.post("/api/v1/push", json={"items": push_items})
@@ -87,7 +88,7 @@ async def test_push_to_another_queue_does_not_answer_the_wait(http, broker_url):
     started = time.monotonic()
     waiting = asyncio.create_task(http.get(f"/api/v1/pop/queue/{queue}",
                                            params={"wait": "true", "timeout": "1000"}))
-    await asyncio.sleep(0.2)
+    await let_a_long_poll_park()
     await push(http, other, "elsewhere")
     response = await waiting
     assert response.status_code == 204
@@ -101,7 +102,7 @@ async def test_ack_release_wakes_a_waiting_pop_of_the_same_group(http, broker_ur
         started = time.monotonic()
         waiting = asyncio.create_task(waiter_client.get(
             f"/api/v1/pop/queue/{queue}", params={"wait": "true", "timeout": "10000"}))
-        await asyncio.sleep(0.3)
+        await let_a_long_poll_park()
         assert not waiting.done()
         [message] = first["messages"]
         result = (await http.post("/api/v1/ack", json={

@@ -6,23 +6,22 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.conftest import let_a_long_poll_park, stored_for
 from tests.integration.helpers import ack, ack_batch, configure, item, pop_messages, push, push_items, unique
 
 # ---------------------------------------------------------------- retryDelay
 
 
 async def test_failed_message_is_invisible_until_the_retry_delay_is_over(http, queue):
-    await configure(http, queue, {"retryDelay": 1500})
+    await configure(http, queue, {"retryDelay": 1000})
     await push(http, queue, "m")
     [message] = await pop_messages(http, queue)
     assert (await ack(http, message, "failed"))["leaseReleased"] is True
     failed_at = time.monotonic()
 
     assert await pop_messages(http, queue) == []
-    await asyncio.sleep(0.8)
-    assert await pop_messages(http, queue) == []
-    [again] = await pop_messages(http, queue, wait=True, timeout=5000)
-    assert time.monotonic() - failed_at >= 1.4
+    [again] = await pop_messages(http, queue, wait=True, timeout=5000)  # the long poll gets it once the delay is over
+    assert time.monotonic() - failed_at >= 0.9
     assert again["transactionId"] == message["transactionId"]
     assert again["deliveryAttempt"] == 2
 
@@ -57,7 +56,7 @@ async def test_retry_delay_holds_the_rest_of_the_span_back_in_order(http, queue)
 async def test_messages_older_than_the_ttl_are_skipped_and_counted(http, queue, db):
     await configure(http, queue, {"ttl": 1})
     await push(http, queue, "old-1", "old-2")
-    await asyncio.sleep(1.3)
+    await stored_for(db, queue, 1)
     await push(http, queue, "fresh")
 
     assert [m["data"] for m in await pop_messages(http, queue)] == ["fresh"]
@@ -68,10 +67,10 @@ async def test_messages_older_than_the_ttl_are_skipped_and_counted(http, queue, 
     assert status["totals"]["expired"] == 2
 
 
-async def test_ttl_is_per_reader_and_zero_turns_it_off(http, queue):
+async def test_ttl_is_per_reader_and_zero_turns_it_off(http, queue, db):
     await configure(http, queue, {"ttl": 1})
     await push(http, queue, "m")
-    await asyncio.sleep(1.3)
+    await stored_for(db, queue, 1)
     assert await pop_messages(http, queue, consumerGroup="g1", subscriptionMode="all") == []
     await configure(http, queue, {"ttl": 0})
     assert [m["data"] for m in await pop_messages(http, queue, consumerGroup="g2", subscriptionMode="all")] == ["m"]
@@ -163,7 +162,7 @@ async def test_fill_wait_answers_as_soon_as_the_batch_is_full(http, queue):
     await push(http, queue, "a")
 
     async def fill() -> None:
-        await asyncio.sleep(0.3)
+        await let_a_long_poll_park()
         await push(http, queue, "b", "c")
 
     started = time.monotonic()

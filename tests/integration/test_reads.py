@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import eventually
 from tests.integration.helpers import ack_batch, item, pop, pop_messages, push, push_items
-from tests.test_maintenance import configure, segments
+from tests.integration.retention_helpers import configure, segments
 
 
 async def fetch(http, *entries, **call) -> list[dict]:

@@ -24,7 +24,7 @@ from reginamq.maintenance.stats_refresh import StatsLoop
 from reginamq.store import Store
 from reginamq.store.database import Database, Session
 from reginamq.store.statistics import REFRESH_LOCK_SQL, REFRESH_SQL
-from tests.conftest import broker_with_clean_log, connection, create_database
+from tests.conftest import broker_with_clean_log, connection, create_database, eventually, stored_for
 from tests.integration.helpers import ack, ack_batch, configure, pop, push
 
 TOTALS_SQL = ("SELECT t.pushed, t.popped, t.acked, t.failed, t.dead_lettered, t.depth, t.lag, t.dlq_depth, "
@@ -164,7 +164,7 @@ async def test_messages_a_pop_skips_move_the_depth_and_count_as_nothing_consumed
     past them) without counting as popped or acked; the full pass agrees."""
     await configure(own_http, queue, {"ttl": 1})
     await push(own_http, queue, "old-1", "old-2", partition="a")
-    await asyncio.sleep(1.3)
+    await stored_for(own_db, queue, 1)
     await push(own_http, queue, "fresh", partition="a")
     await analytics.refresh(own_store, full=True)
     assert (await totals(own_db, queue))["depth"] == 3
@@ -185,7 +185,13 @@ async def test_every_charged_failure_counts_once_also_the_one_that_dead_letters(
         message = (await pop(own_http, queue, "a"))["messages"][0]
         assert (await ack(own_http, message, "failed", error="x"))["success"]
     assert await pop(own_http, queue, "a") is None
-    await asyncio.sleep(2.1)  # dead letters are counted a little behind the refresh's instant
+
+    async def behind_the_refresh_instant():  # a refresh counts the dead letters stamped 2 s before it
+        return await own_db.fetchval(
+            "SELECT bool_and(d.failed_at < now() - interval '2 seconds') FROM rq_dlq d "
+            "JOIN rq_queues q ON q.id = d.queue_id WHERE q.name = $1", queue)
+
+    assert await eventually(behind_the_refresh_instant)
     await analytics.refresh(own_store, full=False)
     after = await totals(own_db, queue)
     assert [after[key] for key in ("popped", "acked", "failed", "dead_lettered", "depth", "dlq_depth")] == [
@@ -278,6 +284,13 @@ async def test_a_refresh_waits_for_one_in_progress_and_books_nothing_twice(own_h
     assert (await totals(own_db, queue))["pushed"] == 4
 
 
+async def let_the_open_push_age() -> None:
+    """Let a second pass while a push stays uncommitted, so its stamp falls behind the next
+    refresh's instant by more than any rounding: a refresh that booked notes by time, not by
+    its snapshot, would pass that push by for good. No state can stand in for time here."""
+    await asyncio.sleep(1.0)
+
+
 async def test_a_push_committed_after_a_refresh_is_booked_by_the_next(own_http, own_db, own_store, own_database, queue):
     """A push's note commits with its messages: a push left uncommitted across a refresh, for
     however long, is booked by the first refresh after it commits, and only once."""
@@ -288,7 +301,7 @@ async def test_a_push_committed_after_a_refresh_is_booked_by_the_next(own_http, 
              PushItem(queue=queue, partition="a", payload=msgspec.Raw(b"3"))]
     async with connection(own_database) as writer, writer.transaction():
         await execute(Store(Session(writer)), prepare(items), Sealer())
-        await asyncio.sleep(1.5)
+        await let_the_open_push_age()
         await analytics.refresh(own_store, full=False)
         assert (await totals(own_db, queue))["pushed"] == before  # not visible yet
     await analytics.refresh(own_store, full=False)

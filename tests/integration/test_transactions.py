@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
+from tests.conftest import lease_runs_out
 from tests.integration.helpers import ack, pop, pop_messages, push, queue_count, unique
 
 
@@ -93,7 +93,7 @@ async def test_expired_required_lease_applies_nothing(http, queue, db):
     target = unique("q")
     await push(http, queue, "input")
     [message] = await pop_messages(http, queue, leaseSeconds=1)
-    await asyncio.sleep(1.5)
+    await lease_runs_out(db, message["leaseId"])
     answer = await transaction(http, [ack_op(message), push_op(target, "out")], [message["leaseId"]])
     assert answer["success"] is False
     assert answer["results"] == []

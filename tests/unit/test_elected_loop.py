@@ -7,6 +7,7 @@ import time
 
 from reginamq.maintenance.leader import ElectedLoop
 from reginamq.store import Store
+from tests.conftest import eventually
 
 
 class LeaseAlwaysOurs:
@@ -30,11 +31,14 @@ class SlowRounds(ElectedLoop):
         await asyncio.sleep(self.round_seconds)
         return {}
 
+    async def has_started(self, rounds: int) -> bool:
+        return len(self.started) >= rounds
+
 
 async def test_slow_rounds_take_at_most_their_duty_cycle():
     loop = SlowRounds(round_seconds=0.1)
     loop.start()
-    await asyncio.sleep(1.0)
+    assert await eventually(lambda: loop.has_started(3))
     await loop.stop()
     gaps = [b - a for a, b in zip(loop.started, loop.started[1:], strict=False)]
     assert gaps and min(gaps) >= 0.1 / 0.25 * 0.95  # a 0.1 s round every 0.4 s, not every 0.11 s
@@ -43,6 +47,6 @@ async def test_slow_rounds_take_at_most_their_duty_cycle():
 async def test_fast_rounds_keep_the_interval():
     loop = SlowRounds(round_seconds=0.0)
     loop.start()
-    await asyncio.sleep(0.3)
+    assert await eventually(lambda: loop.has_started(10))
     await loop.stop()
     assert len(loop.started) >= 10

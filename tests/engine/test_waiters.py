@@ -1,0 +1,205 @@
+"""The wake-up path itself: a push's NOTIFY resolves a parked future in another connection.
+
+The HTTP long-poll tests cannot tell a wake-up from a back-off re-check; this one can, since
+nothing here re-checks: the future resolves only if the notification arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import types
+import uuid
+
+import asyncpg
+import msgspec
+
+from reginamq.engine import push, queues
+from reginamq.engine.autopilot import Autopilot
+from reginamq.engine.encryption import Sealer
+from reginamq.engine.hot_partitions import HotPartitions
+from reginamq.engine.lease_watcher import LeaseWatcher
+from reginamq.engine.meter import Meter
+from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPositions, pop
+from reginamq.engine.waiters import Waiters
+from reginamq.store import Store
+from reginamq.store.database import Database
+from tests.conftest import connection, let_a_long_poll_park
+
+
+async def wait_listening(waiters: Waiters) -> None:
+    for _ in range(100):
+        if waiters.listening:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the listener never connected")
+
+
+@contextlib.asynccontextmanager
+async def opened_store(database_url: str):
+    """A store over the test database with a pool of its own, as a broker process has."""
+    database = Database(database_url, 2)
+    await database.open()
+    try:
+        yield Store(database)
+    finally:
+        await database.close()
+
+
+async def push_one(database_url: str, queue: str) -> None:
+    prepared = push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(b"1"))])
+    async with opened_store(database_url) as store:
+        await push.write(store, prepared, Sealer())
+
+
+@contextlib.asynccontextmanager
+async def listening(waiters: Waiters, database_url: str):
+    """``waiters`` listening through a store of their own until the block ends (then stopped)."""
+    async with opened_store(database_url) as store:
+        await waiters.listen(store)
+        try:
+            yield store
+        finally:
+            await waiters.stop()
+
+
+async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url):
+    waiters = Waiters()
+    async with listening(waiters, database_url):
+        await wait_listening(waiters)
+        queue, other = f"w-{uuid.uuid4().hex[:8]}", f"w-{uuid.uuid4().hex[:8]}"
+        mine, theirs, anyone = waiters.park(queue, "g"), waiters.park(other, "g"), waiters.park(None, "g")
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(mine, 5) is True
+        assert await asyncio.wait_for(anyone, 5) is True  # discovery pops wake on any queue
+        await asyncio.sleep(0.3)
+        assert not theirs.done()
+        waiters.close()
+        assert theirs.result() is False  # shutting down answers everyone, empty
+
+
+async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
+    """Every group reads every message, so each needs its own wake-up; within a group, one
+    (the longest waiting) suffices, it wakes the next if it leaves work behind."""
+    waiters = Waiters()
+    async with listening(waiters, database_url):
+        await wait_listening(waiters)
+        queue = f"w-{uuid.uuid4().hex[:8]}"
+        first = {group: waiters.park(queue, group) for group in ("g1", "g2", "g3")}
+        second = {group: waiters.park(queue, group) for group in ("g1", "g2", "g3")}
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(asyncio.gather(*first.values()), 5) == [True] * 3
+        await asyncio.sleep(0.3)
+        assert not any(future.done() for future in second.values())
+        waiters.wake(queue, "g2")  # a pop of g2 that took all it could wakes g2's next only
+        assert second["g2"].result() is True
+        assert not second["g1"].done() and not second["g3"].done()
+
+
+async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_url):
+    hot = HotPartitions()
+    waiters = Waiters(hot=hot)
+    async with listening(waiters, database_url):
+        await wait_listening(waiters)
+        queue = f"w-{uuid.uuid4().hex[:8]}"
+        assert hot.take(queue, "g", 1)[0] == []  # the reader registers with its first pop
+        parked = waiters.park(queue, "g")
+        await push_one(database_url, queue)
+        assert await asyncio.wait_for(parked, 5) is True
+        async with connection(database_url) as conn:
+            partition_id = await conn.fetchval(
+                "SELECT p.id::text FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        assert hot.take(queue, "g", 1)[0] == [partition_id]
+        assert hot.take(queue, "other", 1)[0] == []  # a reader that registered later saw no push
+
+
+async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its_own(database_url):
+    """Every pop of a burst needs to know it heard all pushes committed before it; one
+    notification sent after they all asked proves that for all of them."""
+    waiters = Waiters()
+    observer = await asyncpg.connect(database_url)
+    seen: list[str] = []
+    await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: seen.append(token))
+    try:
+        # The store's pool is opened beforehand (no connect inside the timeout), with two
+        # connections, as the broker's: a round's answer can be heard before its own statement
+        # has returned on its connection.
+        async with listening(waiters, database_url) as store:
+            await wait_listening(waiters)
+            assert await asyncio.gather(*(waiters.sync(store) for _ in range(50))) == [True] * 50
+            assert await waiters.sync(store) is True
+            await observer.execute("SELECT 1")  # hear what was committed before
+            for _ in range(50):
+                if len(seen) >= 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(seen) == 2
+    finally:
+        await observer.close()
+
+
+async def test_an_expired_lease_becomes_a_hint_for_its_reader_and_wakes_a_pop(database_url):
+    """A lease that runs out announces nothing; the watcher is how a waiting reader hears."""
+    hot = HotPartitions()
+    waiters = Waiters(hot=hot)
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    await push_one(database_url, queue)
+    async with connection(database_url) as conn:
+        partition_id = await conn.fetchval(
+            "SELECT p.id::text FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)
+        # the message leased and the lease run out a second ago
+        await conn.execute(
+            "INSERT INTO rq_consumers (partition_id, consumer_group, committed, span_start, span_end, lease_id,"
+            " lease_expires_at) VALUES ($1, '__QUEUE_MODE__', -1, 0, 0, gen_random_uuid(),"
+            " now() - interval '1 second')", uuid.UUID(partition_id))
+    async with opened_store(database_url) as store:
+        watcher = LeaseWatcher(store, hot, waiters)
+        assert await watcher.look() == 0  # no reader in this process: nothing to hand
+        assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == []  # the reader registers
+        other_group = waiters.park(queue, "g")
+        parked = waiters.park(queue, "__QUEUE_MODE__")
+        assert await watcher.look() == 1
+    assert parked.done() and parked.result() is True
+    assert not other_group.done()  # the lease was the queue-mode reader's: only its pop is woken
+    assert hot.take(queue, "__QUEUE_MODE__", 1)[0] == [partition_id]
+
+
+async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_fill_wait(database_url):
+    """Another node sets minPopWaitTime while this process is busy (its event loop blocked,
+    so the notification waits unread in the listener's socket); the next pop here must still
+    apply it, not the option list it cached a moment ago."""
+    hot, fill_waits = HotPartitions(), FillWaits()
+    waiters = Waiters(on_config_change=fill_waits.forget, hot=hot)
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
+                         batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,
+                         lease_seconds=60, subscription_mode="all", subscription_from=None)
+    async with listening(waiters, database_url) as store:
+        broker = types.SimpleNamespace(waiters=waiters, store=store, sweeps=SweepPositions(), hot=hot,
+                                       fill_waits=fill_waits, sealer=Sealer(), meter=Meter(),
+                                       policies=GroupPolicies(), autopilot=Autopilot())
+        await wait_listening(waiters)
+        await push_one(database_url, queue)
+        assert await fill_waits.seconds(store, request) == 0  # read and cached: no fill wait yet
+
+        def configure_elsewhere() -> None:
+            async def configure() -> None:
+                database = Database(database_url, 1)
+                await database.open()
+                try:
+                    await queues.configure(Store(database),
+                                           queues.ConfigureBody(queue=queue, options={"minPopWaitTime": 60_000}))
+                finally:
+                    await database.close()
+            asyncio.run(configure())
+
+        elsewhere = threading.Thread(target=configure_elsewhere)
+        elsewhere.start()
+        elsewhere.join()  # blocks this loop: the configure's notification is not heard yet
+        popping = asyncio.create_task(pop(broker, request))
+        await let_a_long_poll_park()
+        assert not popping.done()  # one message of three: it waits for the batch to fill
+        await push_one(database_url, queue)
+        await push_one(database_url, queue)
+        assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 10)).rows) == 3
