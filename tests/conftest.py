@@ -28,6 +28,8 @@ import psutil
 import pytest
 
 from reginamq.maintenance.leader import LEASE_SECONDS
+from reginamq.store import Store
+from reginamq.store.database import Database
 from reginamq.store.embedded import EmbeddedPostgres
 from reginamq.store.schema import apply_schema
 
@@ -291,6 +293,17 @@ async def connection(url: str):
         yield conn
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def opened_store(url: str):
+    """A store over the database at `url` with a pool of its own, as a broker process has."""
+    database = Database(url, 2)
+    await database.open()
+    try:
+        yield Store(database)
+    finally:
+        await database.close()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from reginamq.engine.pop import FillWaits, GroupPolicies, PopRequest, SweepPosit
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store
 from reginamq.store.database import Database
-from tests.conftest import connection, let_a_long_poll_park
+from tests.conftest import connection, let_a_long_poll_park, opened_store
 
 
 async def wait_listening(waiters: Waiters) -> None:
@@ -34,17 +34,6 @@ async def wait_listening(waiters: Waiters) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the listener never connected")
-
-
-@contextlib.asynccontextmanager
-async def opened_store(database_url: str):
-    """A store over the test database with a pool of its own, as a broker process has."""
-    database = Database(database_url, 2)
-    await database.open()
-    try:
-        yield Store(database)
-    finally:
-        await database.close()
 
 
 async def push_one(database_url: str, queue: str) -> None:

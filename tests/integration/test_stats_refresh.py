@@ -9,7 +9,6 @@ stats loop does between full passes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import asyncpg
 import httpx
@@ -22,9 +21,16 @@ from reginamq.engine.encryption import Sealer
 from reginamq.engine.push import PushItem, execute, prepare
 from reginamq.maintenance.stats_refresh import StatsLoop
 from reginamq.store import Store
-from reginamq.store.database import Database, Session
+from reginamq.store.database import Session
 from reginamq.store.statistics import REFRESH_LOCK_SQL, REFRESH_SQL
-from tests.conftest import broker_with_clean_log, connection, create_database, eventually, stored_for
+from tests.conftest import (
+    broker_with_clean_log,
+    connection,
+    create_database,
+    eventually,
+    opened_store,
+    stored_for,
+)
 from tests.integration.helpers import ack, ack_batch, configure, pop, push
 
 TOTALS_SQL = ("SELECT t.pushed, t.popped, t.acked, t.failed, t.dead_lettered, t.depth, t.lag, t.dlq_depth, "
@@ -33,16 +39,6 @@ BUCKETS_SQL = ("SELECT sum(s.pushed) AS pushed, sum(s.popped) AS popped, sum(s.a
                "sum(s.failed) AS failed FROM rq_stats s JOIN rq_queues q ON q.id = s.queue_id WHERE q.name = $1")
 NOTES_SQL = "SELECT count(*) FROM rq_stats_notes n JOIN rq_queues q ON q.id = n.queue_id WHERE q.name = $1"
 GROUPS_SQL = "SELECT consumer_group, backlog, partitions_behind FROM rq_stats_groups_of($1)"
-
-
-@contextlib.asynccontextmanager
-async def opened_store(url: str):
-    database = Database(url, 2)
-    await database.open()
-    try:
-        yield Store(database)
-    finally:
-        await database.close()
 
 
 @pytest.fixture(scope="module")
