@@ -3,7 +3,7 @@
 :func:`document` is given the route table by its caller (reginamq/http/routes.py, which serves
 the document and builds it once), so this module never imports the table it describes. Every
 route needs an entry in :data:`OPERATIONS`; a route without one fails the build (and
-tests/test_openapi.py).
+tests/contract/test_openapi.py).
 
 Request bodies decoded into msgspec Structs take their schemas from the Structs, tightened
 with the documented limits (names, UUIDs); bodies read as plain objects are described by hand.
