@@ -313,6 +313,21 @@ async def db(database_url):
         yield conn
 
 
+@pytest.fixture
+async def own_http(own_broker):
+    """An HTTP client of the module's own broker (a module that needs a broker of its own
+    defines ``own_broker``)."""
+    async with httpx.AsyncClient(base_url=own_broker, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def own_db(own_database):
+    """A connection to the module's own database (the module defines ``own_database``)."""
+    async with connection(own_database) as conn:
+        yield conn
+
+
 async def backdate_segments(conn, queue: str, seconds: float) -> None:
     """Make every message stored in the queue ``seconds`` older (its segments' ``created_at``,
     what a pop compares with the queue's ttl): an hour-old backlog without waiting an hour."""

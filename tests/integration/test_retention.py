@@ -17,7 +17,6 @@ import os
 import time
 import uuid
 
-import httpx
 import pytest
 
 from reginamq.maintenance.retention import DUE_WORKER, RetentionLoop, id_ranges
@@ -132,18 +131,6 @@ def own_broker(own_database, tmp_path_factory):
             "REGINAMQ_RETENTION_PARALLELISM": str(PARALLELISM),
             "REGINAMQ_PARTITION_IDLE_DAYS": str(IDLE_SECONDS / 86_400)}) as url:
         yield url
-
-
-@pytest.fixture
-async def own_http(own_broker):
-    async with httpx.AsyncClient(base_url=own_broker, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def own_db(own_database):
-    async with connection(own_database) as conn:
-        yield conn
 
 
 async def let_a_started_round_end() -> None:

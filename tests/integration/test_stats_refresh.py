@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
-import httpx
 import msgspec
 import pytest
 
@@ -58,18 +57,6 @@ def own_broker(own_database, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("stats-broker") / "broker.log"
     with broker_with_clean_log(own_database, log_path, {"REGINAMQ_MAINTENANCE_INTERVAL": "3600"}) as url:
         yield url
-
-
-@pytest.fixture
-async def own_http(own_broker):
-    async with httpx.AsyncClient(base_url=own_broker, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def own_db(own_database):
-    async with connection(own_database) as conn:
-        yield conn
 
 
 @pytest.fixture
