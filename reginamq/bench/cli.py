@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from reginamq.bench.config import BenchConfig
+from reginamq.bench.config import SHAPES, BenchConfig
 from reginamq.bench.report import check_plot_available
 
 
@@ -56,6 +56,11 @@ def shape_options(function):
 
 @click.group(invoke_without_command=True, context_settings={"show_default": False})
 @click.option("--url", default=None, help="An existing broker [default: start an own broker].")
+@click.option("--shape", type=click.Choice(sorted(SHAPES)), default=None,
+              help="A named shape: throughput (2 consumers, pops of 25 partitions), consumers16 (16 "
+                   "consumers, pops of 1 partition) or soak (Queen's soak: 600 consumers, pops of 1 "
+                   "partition, 256 acks in flight each); all delete completed messages after 60 s. "
+                   "Flags given beside it win.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Worker processes of the own broker.")
 @click.option("--serve-arg", "serve_args", multiple=True, metavar="ARG",
@@ -138,7 +143,7 @@ def bench(ctx: click.Context, **flags) -> None:
             raise click.UsageError(str(error)) from error
     if flags["serve_args"] and flags["url"]:
         raise click.UsageError("--serve-arg tunes the broker the bench starts; with --url, start yours with them")
-    cfg = _config(flags, rate=flags["rate"])
+    cfg = _config(_with_shape(ctx, flags), rate=flags["rate"])
     if flags["with_ceiling"] and cfg.queues > 1:
         raise click.UsageError("--ceiling measures one table of --partitions partitions, not --queues: "
                                "run `reginamq bench ceiling` on its own")
@@ -171,6 +176,14 @@ CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "
                  "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
                  "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "framed_pop", "verify",
                  "pipeline_stages", "crash_after_pops", "retry_seconds"}
+
+
+def _with_shape(ctx: click.Context, flags: dict) -> dict:
+    """The flags with the named shape's values wherever the command line did not give one."""
+    if flags["shape"] is None:
+        return flags
+    given = {name for name in flags if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    return flags | {name: value for name, value in SHAPES[flags["shape"]].items() if name not in given}
 
 
 def _stop_on_sigterm() -> None:

@@ -30,6 +30,19 @@ CONSUMER_PROC_LONG_POLLS = 250
 QUEUE_MODE = None
 DEFAULT_CONSUMERS = 4
 
+# Named shapes (``--shape``): the flags each stands for; a flag given on the command line wins.
+# Each keeps the defaults' pushes (100 messages of 256 bytes over 200 partitions), pop batch
+# 1,000 and asynchronous acks, and deletes completed messages after 60 s.
+SHAPES: dict[str, dict] = {
+    # the shape the results page's throughput figures use: few consumers, each pop wide
+    "throughput": {"consumers": 2, "pop_partitions": 25, "completed_retention": 60},
+    # many consumers, each pop claiming one partition
+    "consumers16": {"consumers": 16, "pop_partitions": 1, "completed_retention": 60},
+    # Queen's 24-hour soak's consumers: 600 closed-loop drainers, 256 acks in flight each (the
+    # soak kept completed messages 300 s: add --completed-retention 300 for that too)
+    "soak": {"consumers": 600, "pop_partitions": 1, "ack_inflight": 256, "completed_retention": 60},
+}
+
 
 @dataclasses.dataclass
 class BenchConfig:

@@ -128,8 +128,24 @@ def summary_lines(final: dict) -> list[str]:
     if final.get("cpu_wait") is not None:
         lines.append(f"  machine: a task waited for a core {100 * final['cpu_wait']:.0f}% of the time (CPU pressure)"
                      + ("; the tail is the machine's as much as the broker's" if final["cpu_wait"] > SATURATED else ""))
+    lines.extend(_pop_lines(final))
     if final["push_err_msgs"] or final["ack_err_msgs"]:
         lines.append(f"  messages lost to errors: push {final['push_err_msgs']:,}, ack {final['ack_err_msgs']:,}")
+    return lines
+
+
+def _pop_lines(final: dict) -> list[str]:
+    """How the pops were answered: empty answers at the client, and on the broker's side the
+    pops that asked the database, those that found nothing, and the pops each push woke."""
+    if not final.get("pop_reqs"):
+        return []
+    seconds = final["elapsed_s"] or 1.0
+    lines = [f"  pops: {final['pop_reqs'] / seconds:,.0f}/s, of which empty {final['empty_pops'] / seconds:,.0f}/s "
+             f"({100 * final['empty_pops'] / final['pop_reqs']:.0f}%)"]
+    if final.get("pushes"):
+        lines.append(f"  broker: {final['pop_queries'] / seconds:,.0f} pop queries/s, "
+                     f"{final['empty_queries'] / seconds:,.0f}/s found nothing; "
+                     f"{final['woken_by_push'] / final['pushes']:.2f} pops woken a push")
     return lines
 
 

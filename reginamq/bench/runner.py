@@ -122,6 +122,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
     reports = context.Queue()
     abort, stop = context.Event(), context.Event()
     start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
+    started_at = time.time() + START_DELAY_S
     processes = [context.Process(target=load.consumer_main, args=(cfg, i, target.url, start_ns, reports, stop),
                                  name=f"bench-consumer-{i}", daemon=True) for i in range(cfg.consumer_procs)]
     processes += [context.Process(target=load.producer_main, args=(cfg, i, target.url, start_ns, reports, abort),
@@ -137,7 +138,9 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
     for process in processes:
         process.start()
     try:
-        return await _collect(cfg, start_ns, reports, abort, stop, sampler, display, interrupted)
+        rows, final = await _collect(cfg, start_ns, reports, abort, stop, sampler, display, interrupted)
+        final.update(await sampler.broker_pops(started_at))
+        return rows, final
     finally:
         for signum, handler in previous.items():
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, TypeError):

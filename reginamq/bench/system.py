@@ -17,11 +17,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncpg
 import psutil
+
+from reginamq.store import Store
+from reginamq.store.database import Session
 
 POSTGRES_NAMES = ("postgres", "postmaster")
 CPU_PRESSURE = Path("/proc/pressure/cpu")  # Linux pressure stall information
@@ -241,6 +245,22 @@ class SystemSampler:
         except Exception:
             self._conn = None
             return None
+
+    async def broker_pops(self, since: float) -> dict:
+        """What the broker's processes counted since ``since`` (a wall-clock instant, whole
+        minutes: the process metrics keep a row a minute, see maintenance/process_metrics.py):
+        push requests, pop attempts that asked the database and those that found nothing, and
+        the pops a push's announcement woke. Empty without the database."""
+        if not self.database_url:
+            return {}
+        try:
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await asyncpg.connect(self.database_url, timeout=5)
+            return await Store(Session(self._conn)).process_metrics.pop_counts(
+                datetime.fromtimestamp(since, UTC))
+        except Exception:
+            self._conn = None
+            return {}
 
     async def close(self) -> None:
         if self._conn is not None:

@@ -40,15 +40,15 @@ class Broker:
         self.hot = HotPartitions()
         self.policies = GroupPolicies()
         self.autopilot = Autopilot()
+        self.meter = Meter()
         self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot,
-                               on_queue_change=self.policies.forget)
+                               on_queue_change=self.policies.forget, on_push_wake=self.meter.woke)
         self.lease_watcher = LeaseWatcher(self.store, self.hot, self.waiters)
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.store, self.sealer)
         self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
-        self.meter = Meter()
 
     def _forget_options(self) -> None:
         """A queue was configured somewhere: re-read the options (and namespaces) cached per process."""

@@ -20,16 +20,19 @@ class Meter:
         "ack_requests",
         "db_errors",
         "dead_lettered",
+        "empty_queries",
         "in_flight",
         "lag_count",
         "lag_max_ms",
         "lag_sum_ms",
         "pop_messages",
+        "pop_queries",
         "pop_requests",
         "push_messages",
         "push_requests",
         "queues",
         "requests",
+        "wakeups",
     )
 
     def __init__(self) -> None:
@@ -40,6 +43,7 @@ class Meter:
         self.push_messages = self.pop_messages = self.ack_messages = 0
         self.push_requests = self.pop_requests = self.ack_requests = self.requests = 0
         self.ack_failed = self.dead_lettered = self.db_errors = self.lag_count = 0
+        self.pop_queries = self.empty_queries = self.wakeups = 0
         self.lag_sum_ms = self.lag_max_ms = 0.0
         self.queues: dict[str, list] = {}  # queue -> [pops, lag_sum_ms, lag_max_ms]
 
@@ -93,3 +97,13 @@ class Meter:
 
     def empty_pop(self) -> None:
         self.pop_requests += 1
+
+    def queried(self, found: bool) -> None:
+        """A pop attempt that asked the database (a long poll may ask several times, or never)."""
+        self.pop_queries += 1
+        if not found:
+            self.empty_queries += 1
+
+    def woke(self, pops: int) -> None:
+        """Parked pops a push's announcement woke."""
+        self.wakeups += pops

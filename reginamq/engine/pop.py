@@ -262,6 +262,8 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                         broker.policies.record(key, trailer[11])
                         conflating = trailer[11]
             delivered = sum(len(row[5]) for row in rows)
+            if asking:
+                broker.meter.queried(delivered > 0)
             oldest = min(row[3] for row in rows) if rows else None
             if plan is not None:
                 broker.autopilot.observe(

@@ -49,8 +49,10 @@ async def announce(store: Store, notices: list[str], channel: str = CHANNEL) -> 
 class Waiters:
     def __init__(self, on_config_change: Callable[[], None] = lambda: None,
                  hot: HotPartitions | None = None,
-                 on_queue_change: Callable[[str], None] = lambda _queue: None) -> None:
+                 on_queue_change: Callable[[str], None] = lambda _queue: None,
+                 on_push_wake: Callable[[int], None] = lambda _pops: None) -> None:
         self._on_config_change = on_config_change
+        self._on_push_wake = on_push_wake
         self._on_queue_change = on_queue_change
         self._hot = hot
         self._syncs: dict[str, asyncio.Future] = {}
@@ -92,7 +94,7 @@ class Waiters:
         if not future.done():
             future.cancel()
 
-    def wake(self, queue: str, group: str | None = None) -> None:
+    def wake(self, queue: str, group: str | None = None) -> int:
         """Wake one parked pop of each consumer group of the queue (and of the discovery
         pops), or of ``group`` only.
 
@@ -102,7 +104,9 @@ class Waiters:
         of a fan-out would wait for their own re-check. A woken pop that finds work wakes the next of
         its group (see pop.py), so wake-ups cascade exactly as long as there is work to hand
         out; a parked pop also re-checks on its own back-off, so nobody waits longer than that.
+        Returns how many pops it woke.
         """
+        woken = 0
         for key in (queue, ANY_QUEUE):
             groups = self._parked.get(key)
             if not groups:
@@ -114,11 +118,13 @@ class Waiters:
                     del waiting[future]
                     if not future.done():
                         future.set_result(True)
+                        woken += 1
                         break
                 if waiting is not None and not waiting:
                     del groups[name]
             if not groups:
                 del self._parked[key]
+        return woken
 
     @property
     def closing(self) -> bool:
@@ -184,7 +190,9 @@ class Waiters:
                 self._hot.pushed(queue, partitions.split(","))
             else:
                 self._hot.changed(queue)
-        self.wake(queue)
+        woken = self.wake(queue)
+        if partitions:
+            self._on_push_wake(woken)
 
     def _on_ephemeral(self, queue: str) -> None:
         self.wake(ephemeral_key(queue))

@@ -151,6 +151,8 @@ class ProcessMetrics(Periodic):
                          "pool_active": gauges["pool_active"].as_json()},
             "eventLoop": {"lag_ms": gauges["loop_lag"].as_json()},
             "requests": {"in_flight": gauges["in_flight"].as_json(), "parked_pops": gauges["parked"].as_json()},
+            "pops": {"queries": meter.pop_queries, "empty_queries": meter.empty_queries,
+                     "woken_by_push": meter.wakeups},
             "uptime_seconds": round(time.monotonic() - _STARTED),
         }
         hostname, port, pid = self._identity

@@ -29,6 +29,7 @@ ON CONFLICT (bucket, hostname, port, pid) DO UPDATE SET
 SYSTEM_SQL = "SELECT rq_system_metrics($1, $2, $3, $4)::text"
 WORKER_SQL = "SELECT rq_worker_metrics($1, $2, $3, $4)::text"
 PURGE_SQL = "SELECT rq_process_metrics_purge_step($1, $2)"
+POP_COUNTS_SQL = "SELECT * FROM rq_pop_counts($1)"
 
 
 class ProcessMetrics(Family):
@@ -51,3 +52,9 @@ class ProcessMetrics(Family):
     async def purge_step(self, limit: int, before: datetime) -> int:
         """Deletes at most ``limit`` rows of minutes before ``before``; answers how many."""
         return await self._db.fetchval(PURGE_SQL, limit, before)
+
+    async def pop_counts(self, since: datetime) -> dict[str, int]:
+        """What every process counted from the minute of ``since`` on: push requests
+        (``pushes``), pop attempts that asked the database (``pop_queries``) and those that found
+        nothing (``empty_queries``), and pops woken by a push's announcement (``woken_by_push``)."""
+        return dict(await self._db.fetchrow(POP_COUNTS_SQL, since))

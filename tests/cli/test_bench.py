@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from reginamq.bench.broker import OwnBroker
-from reginamq.bench.cli import bench
+from reginamq.bench.cli import _config, _with_shape, bench
 from reginamq.bench.config import BenchConfig, locate, queue_name, queue_names
 from reginamq.bench.latency import HIGHEST_US, N_BUCKETS, Histogram, bucket_bounds, bucket_index
 from reginamq.bench.load import InflightGate, Pacer, build_push_body, partition_of
@@ -301,6 +301,17 @@ def test_a_process_started_just_after_a_sample_counts_from_its_start():
         child.wait()
 
 
+def test_a_named_shape_fills_in_what_the_command_line_left_unset():
+    context = bench.make_context("bench", ["--rate", "1000", "--shape", "soak", "--consumers", "30"])
+    cfg = _config(_with_shape(context, context.params), rate=1000)
+    assert (cfg.consumers, cfg.pop_partitions, cfg.ack_inflight, cfg.completed_retention) == (30, 1, 256, 60)
+    context = bench.make_context("bench", ["--rate", "1000", "--shape", "throughput"])
+    cfg = _config(_with_shape(context, context.params), rate=1000)
+    assert (cfg.consumers, cfg.pop_partitions, cfg.ack_inflight) == (2, 25, 16)
+    context = bench.make_context("bench", ["--rate", "1000"])
+    assert _config(_with_shape(context, context.params), rate=1000).consumers == 4
+
+
 def _final(**overrides) -> dict:
     final = {"cpu_broker": 0.5, "cpu_pg": 0.5, "in_rate": 10_000, "cpu_gen": 0.2, "cpu_gen_busiest": 0.1,
              "pacer_lag_max_ms": 12.0, "cpu_wait": 0.1, "push_err_msgs": 0, "ack_err_msgs": 0}
@@ -332,6 +343,12 @@ def test_smoke_run_counts_add_up(broker_url, database_url, tmp_path):
     assert document["intervals"] and document["config"]["queue"].startswith("bench-")
     if CPU_PRESSURE.exists():
         assert 0.0 <= final["cpu_wait"] <= 1.0
+    # the broker's own count of how pops were answered, read from its process metrics
+    assert final["pushes"] >= final["push_reqs"]
+    assert final["pop_queries"] > 0 and 0 <= final["empty_queries"] <= final["pop_queries"]
+    assert final["woken_by_push"] > 0
+    [pops, broker] = [line for line in summary_lines(final) if line.startswith(("  pops:", "  broker:"))]
+    assert "of which empty" in pops and "pops woken a push" in broker
 
 
 @pytest.mark.parametrize("by_namespace", [False, True], ids=["a-poll-per-queue", "namespace-pops"])

@@ -70,8 +70,10 @@ async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url
 
 async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
     """Every group reads every message, so each needs its own wake-up; within a group, one
-    (the longest waiting) suffices, it wakes the next if it leaves work behind."""
-    waiters = Waiters()
+    (the longest waiting) suffices, it wakes the next if it leaves work behind. The meter hears
+    how many pops the push woke."""
+    woken: list[int] = []
+    waiters = Waiters(on_push_wake=woken.append)
     async with listening(waiters, database_url):
         await wait_listening(waiters)
         queue = f"w-{uuid.uuid4().hex[:8]}"
@@ -79,9 +81,11 @@ async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
         second = {group: waiters.park(queue, group) for group in ("g1", "g2", "g3")}
         await push_one(database_url, queue)
         assert await asyncio.wait_for(asyncio.gather(*first.values()), 5) == [True] * 3
+        assert woken == [3]
         await asyncio.sleep(0.3)
         assert not any(future.done() for future in second.values())
-        waiters.wake(queue, "g2")  # a pop of g2 that took all it could wakes g2's next only
+        assert waiters.wake(queue, "g2") == 1  # a pop of g2 that took all it could wakes g2's next only
+        assert woken == [3]  # that wake-up is a pop's, not a push's
         assert second["g2"].result() is True
         assert not second["g1"].done() and not second["g3"].done()
 
