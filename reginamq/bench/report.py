@@ -145,7 +145,8 @@ def _pop_lines(final: dict) -> list[str]:
     if final.get("pushes"):
         lines.append(f"  broker: {final['pop_queries'] / seconds:,.0f} pop queries/s, "
                      f"{final['empty_queries'] / seconds:,.0f}/s found nothing; "
-                     f"{final['woken_by_push'] / final['pushes']:.2f} pops woken a push")
+                     f"{final['woken_by_push'] / final['pushes']:.2f} pops woken a push "
+                     f"({final['push_notices'] / seconds:,.0f} push announcements heard/s)")
     return lines
 
 

@@ -29,6 +29,7 @@ class Meter:
         "pop_queries",
         "pop_requests",
         "push_messages",
+        "push_notices",
         "push_requests",
         "queues",
         "requests",
@@ -43,7 +44,7 @@ class Meter:
         self.push_messages = self.pop_messages = self.ack_messages = 0
         self.push_requests = self.pop_requests = self.ack_requests = self.requests = 0
         self.ack_failed = self.dead_lettered = self.db_errors = self.lag_count = 0
-        self.pop_queries = self.empty_queries = self.wakeups = 0
+        self.pop_queries = self.empty_queries = self.wakeups = self.push_notices = 0
         self.lag_sum_ms = self.lag_max_ms = 0.0
         self.queues: dict[str, list] = {}  # queue -> [pops, lag_sum_ms, lag_max_ms]
 
@@ -105,5 +106,6 @@ class Meter:
             self.empty_queries += 1
 
     def woke(self, pops: int) -> None:
-        """Parked pops a push's announcement woke."""
+        """A push's announcement was heard, and woke ``pops`` parked pops."""
+        self.push_notices += 1
         self.wakeups += pops

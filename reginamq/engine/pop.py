@@ -204,10 +204,10 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
     first_attempt = True
     heard_all = True
     while True:
-        parked = waiters.park(request.queue, request.group) if request.wait else None
+        conflating = _conflating(broker.policies, key, request)
+        sized, plan = _size(broker, request, key, conflating)
+        parked = waiters.park(request.queue, request.group, sized.partitions) if request.wait else None
         try:
-            conflating = _conflating(broker.policies, key, request)
-            sized, plan = _size(broker, request, key, conflating)
             if fill_wait is None:
                 # The client may have just been answered a push (or a configure) whose
                 # announcement this process has not heard yet: hear everything committed so
@@ -229,7 +229,6 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                         if waiters.closing or (client_gone is not None and client_gone.done()):
                             return _answer([], "", conflating, request, plan)
                         continue
-            lease_id = str(uuid.uuid4())
             if request.queue is None and broker.hot.directory_due():  # only a selection needs it
                 await broker.hot.read_directory(store)
             hints, since, scan = _hints(broker.hot, sized)
@@ -242,6 +241,7 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
             # no query at all.
             asking = bool(hints) or scan or may_sweep or report
             first_attempt = False
+            lease_id = str(uuid.uuid4()) if asking else ""
             arguments = (*_arguments(sized, lease_id), *sweep_from, may_sweep, hints, since, scan,
                          request.conflation, report)
             try:

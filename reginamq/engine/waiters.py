@@ -59,9 +59,9 @@ class Waiters:
         self._gathering: asyncio.Future | None = None  # the sync round not sent yet
         self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
-        # queue (or ANY_QUEUE) -> consumer group -> its parked pops, insertion-ordered (dicts
-        # as ordered sets): the longest waiter of a group is woken first.
-        self._parked: dict[str, dict[str, dict[asyncio.Future, None]]] = {}
+        # queue (or ANY_QUEUE) -> consumer group -> its parked pops, each with the partitions it
+        # may claim, insertion-ordered: the longest waiter of a group is woken first.
+        self._parked: dict[str, dict[str, dict[asyncio.Future, int]]] = {}
         self._listener: Listener | None = None
         self._listening = False  # the LISTENs are in place on self._listener
         self._task: asyncio.Task | None = None
@@ -72,13 +72,14 @@ class Waiters:
         """Long polls waiting now."""
         return sum(len(pops) for groups in self._parked.values() for pops in groups.values())
 
-    def park(self, queue: str | None, group: str) -> asyncio.Future:
-        """Register interest before looking, so a push between the look and the wait is not missed."""
+    def park(self, queue: str | None, group: str, partitions: int = 1) -> asyncio.Future:
+        """Register interest before looking, so a push between the look and the wait is not
+        missed; ``partitions``: how many partitions the pop may claim when woken."""
         future = asyncio.get_running_loop().create_future()
         if self._closing:
             future.set_result(False)
             return future
-        self._parked.setdefault(queue or ANY_QUEUE, {}).setdefault(group, {})[future] = None
+        self._parked.setdefault(queue or ANY_QUEUE, {}).setdefault(group, {})[future] = max(1, partitions)
         return future
 
     def unpark(self, queue: str | None, group: str, future: asyncio.Future) -> None:
@@ -94,17 +95,17 @@ class Waiters:
         if not future.done():
             future.cancel()
 
-    def wake(self, queue: str, group: str | None = None) -> int:
-        """Wake one parked pop of each consumer group of the queue (and of the discovery
-        pops), or of ``group`` only.
+    def wake(self, queue: str, group: str | None = None, partitions: int = 1) -> int:
+        """Wake, in each consumer group of the queue (and among the discovery pops), or in
+        ``group`` only, as many parked pops as it takes to claim ``partitions`` partitions, the
+        longest waiting first; answer how many were woken.
 
-        One a group, not all of them: a push usually feeds one poller of each group, and
-        waking every consumer of a queue for each push would turn most pops into empty ones.
-        But every group, since each reads every message: woken one a queue, the other groups
-        of a fan-out would wait for their own re-check. A woken pop that finds work wakes the next of
-        its group (see pop.py), so wake-ups cascade exactly as long as there is work to hand
-        out; a parked pop also re-checks on its own back-off, so nobody waits longer than that.
-        Returns how many pops it woke.
+        A push announces the partitions it wrote: waking fewer pops than those partitions need
+        would leave the rest to a chain of wake-ups, one pop's round trip each; waking more
+        would turn the extra pops into empty ones. Every group, since each reads every message.
+        A woken pop that took all it could wakes the next of its group (see pop.py), so a
+        backlog is still handed out; a parked pop also re-checks on its own back-off, so a
+        missed wake-up costs at most that.
         """
         woken = 0
         for key in (queue, ANY_QUEUE):
@@ -113,13 +114,14 @@ class Waiters:
                 continue
             for name in [group] if group is not None else list(groups):
                 waiting = groups.get(name)
-                while waiting:
+                wanted = partitions
+                while waiting and wanted > 0:
                     future = next(iter(waiting))
-                    del waiting[future]
+                    claims = waiting.pop(future)
                     if not future.done():
                         future.set_result(True)
                         woken += 1
-                        break
+                        wanted -= claims
                 if waiting is not None and not waiting:
                     del groups[name]
             if not groups:
@@ -190,9 +192,10 @@ class Waiters:
                 self._hot.pushed(queue, partitions.split(","))
             else:
                 self._hot.changed(queue)
-        woken = self.wake(queue)
         if partitions:
-            self._on_push_wake(woken)
+            self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1))
+        else:
+            self.wake(queue)
 
     def _on_ephemeral(self, queue: str) -> None:
         self.wake(ephemeral_key(queue))

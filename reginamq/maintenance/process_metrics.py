@@ -152,7 +152,7 @@ class ProcessMetrics(Periodic):
             "eventLoop": {"lag_ms": gauges["loop_lag"].as_json()},
             "requests": {"in_flight": gauges["in_flight"].as_json(), "parked_pops": gauges["parked"].as_json()},
             "pops": {"queries": meter.pop_queries, "empty_queries": meter.empty_queries,
-                     "woken_by_push": meter.wakeups},
+                     "push_notices": meter.push_notices, "woken_by_push": meter.wakeups},
             "uptime_seconds": round(time.monotonic() - _STARTED),
         }
         hostname, port, pid = self._identity

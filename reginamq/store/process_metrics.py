@@ -56,5 +56,6 @@ class ProcessMetrics(Family):
     async def pop_counts(self, since: datetime) -> dict[str, int]:
         """What every process counted from the minute of ``since`` on: push requests
         (``pushes``), pop attempts that asked the database (``pop_queries``) and those that found
-        nothing (``empty_queries``), and pops woken by a push's announcement (``woken_by_push``)."""
+        nothing (``empty_queries``), push announcements heard (``push_notices``: by every process)
+        and the parked pops they woke (``woken_by_push``)."""
         return dict(await self._db.fetchrow(POP_COUNTS_SQL, since))

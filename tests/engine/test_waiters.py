@@ -36,8 +36,10 @@ async def wait_listening(waiters: Waiters) -> None:
     raise AssertionError("the listener never connected")
 
 
-async def push_one(database_url: str, queue: str) -> None:
-    prepared = push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(b"1"))])
+async def push_one(database_url: str, queue: str, partitions: tuple[str, ...] = ("Default",)) -> None:
+    """One push of a message to each of ``partitions``."""
+    prepared = push.prepare([push.PushItem(queue=queue, partition=partition, payload=msgspec.Raw(b"1"))
+                             for partition in partitions])
     async with opened_store(database_url) as store:
         await push.write(store, prepared, Sealer())
 
@@ -88,6 +90,24 @@ async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
         assert woken == [3]  # that wake-up is a pop's, not a push's
         assert second["g2"].result() is True
         assert not second["g1"].done() and not second["g3"].done()
+
+
+async def test_a_push_wakes_as_many_pops_as_its_partitions_need_in_each_group(database_url):
+    """A push to three partitions wakes three one-partition pops of a group, not one (the rest
+    would wait for a chain of wake-ups) and not all (the others would find nothing); a pop that
+    may claim two partitions counts for two."""
+    woken: list[int] = []
+    waiters = Waiters(on_push_wake=woken.append)
+    async with listening(waiters, database_url):
+        await wait_listening(waiters)
+        queue = f"w-{uuid.uuid4().hex[:8]}"
+        narrow = [waiters.park(queue, "narrow") for _ in range(5)]
+        wide = [waiters.park(queue, "wide", 2) for _ in range(3)]
+        await push_one(database_url, queue, ("p1", "p2", "p3"))
+        assert await asyncio.wait_for(asyncio.gather(*narrow[:3], *wide[:2]), 5) == [True] * 5
+        assert woken == [5]
+        await asyncio.sleep(0.3)
+        assert not any(future.done() for future in narrow[3:] + wide[2:])
 
 
 async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_url):

@@ -120,7 +120,18 @@ async def test_worker_metrics_count_the_traffic_and_the_pop_lag_per_queue(http, 
         int(replica["workerId"]) for replica in await our_replicas(http)}
 
 
-async def test_a_parked_long_poll_is_seen_as_one(http, queue):
+async def pop_counts(http) -> dict[int, tuple[int, int, int]]:
+    """Each process's push announcements heard, pops they woke and pop queries, summed over
+    its minutes."""
+    counts = {}
+    for replica in await our_replicas(http):
+        pops = [point["metrics"]["pops"] for point in replica["timeSeries"]]
+        counts[replica["workerId"]] = tuple(sum(p[key] for p in pops)
+                                            for key in ("push_notices", "woken_by_push", "queries"))
+    return counts
+
+
+async def test_a_parked_long_poll_is_seen_as_one_and_its_wake_up_is_counted(http, queue):
     waiting = asyncio.ensure_future(pop_raw(http, queue, wait=True, timeout=4000))
 
     async def parked():
@@ -132,9 +143,19 @@ async def test_a_parked_long_poll_is_seen_as_one(http, queue):
 
     try:
         assert await eventually(parked, seconds=4), "no process reported the parked pop"
+        before = await pop_counts(http)
     finally:
         await push(http, queue, "wake")
         assert (await waiting).status_code == 200
+
+    async def counted_the_wake_up():
+        """Every process heard the push; the one holding the poll woke it and asked the database."""
+        after = await pop_counts(http)
+        grew = [tuple(a > b for a, b in zip(after[pid], before[pid], strict=True)) for pid in before if pid in after]
+        return (len(grew) == len(before) and all(notices for notices, _, _ in grew)
+                and any(woken and queried for _, woken, queried in grew))
+
+    assert await eventually(counted_the_wake_up, seconds=4), "the wake-up was not counted"
 
 
 @pytest.mark.parametrize("params", [
