@@ -19,7 +19,7 @@ import click
 
 from reginamq import __version__
 from reginamq.bench.cli import bench
-from reginamq.config import DEFAULT_PORT, NUMBERS, SettingError, Settings
+from reginamq.config import DEFAULT_PORT, NUMBERS, PAYLOAD_COMPRESSIONS, SettingError, Settings
 from reginamq.ctl.consumer_groups import group
 from reginamq.ctl.dlq import dlq
 from reginamq.ctl.messages import pop, push, tail
@@ -95,6 +95,10 @@ def _bounds(name: str) -> click.ParamType:
               help="Least time between the starts of two push writes of a process while independent pushes "
                    "come together: fewer, fuller writes, pops and acks; producers that wait for each answer "
                    "are not held to it (docs/operations.md) [default: 10; 0 = off].")
+@click.option("--payload-compression", type=click.Choice(PAYLOAD_COMPRESSIONS), default=None,
+              help="How new messages' payloads are stored: lz4 or pglz compress them (lz4 where PostgreSQL "
+                   "has it), none stores them as they are (less PostgreSQL CPU a push, more disk); auto is lz4 "
+                   "where available, else pglz (docs/operations.md) [default: auto].")
 @click.option("--spool-dir", type=click.Path(path_type=Path), default=None,
               help="Where pushes wait (fsynced) while the database is unreachable "
                    "[default: the user data dir, one folder per database].")
@@ -147,7 +151,7 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         if not database_url:
             embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
             database_url = embedded.start()
-        asyncio.run(apply_schema(database_url))
+        asyncio.run(apply_schema(database_url, settings.payload_compression))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
         prepare_spool(settings.resolved_spool_dir())
         scheme = "http" if settings.tls_cert is None else "https"

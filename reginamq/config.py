@@ -41,6 +41,8 @@ class Settings:
     retention_parallelism: int = 1
     partition_idle_days: float = 7.0
     push_flush_spacing_ms: float = 10.0
+    # How new segments' payloads are stored (rq_payload_compression, 001_queues_and_partitions.sql).
+    payload_compression: str = "auto"
     spool_dir: Path | None = None
     # Access control (docs/security.md): "none" or "jwt", and where the verification keys come from.
     auth: str = "none"
@@ -72,6 +74,7 @@ class Settings:
         "retention_parallelism": "REGINAMQ_RETENTION_PARALLELISM",
         "partition_idle_days": "REGINAMQ_PARTITION_IDLE_DAYS",
         "push_flush_spacing_ms": "REGINAMQ_PUSH_FLUSH_SPACING_MS",
+        "payload_compression": "REGINAMQ_PAYLOAD_COMPRESSION",
         "spool_dir": "REGINAMQ_SPOOL_DIR",
         "auth": "REGINAMQ_AUTH",
         "auth_secret": "REGINAMQ_AUTH_SECRET",
@@ -165,6 +168,7 @@ NUMBERS: dict[str, tuple[type, float, float | None]] = {  # None: no upper bound
     "auth_leeway": (float, 0, 3600),
 }
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+PAYLOAD_COMPRESSIONS = ("auto", "lz4", "pglz", "none")
 
 
 def subscription_mode(raw: str, source: str = "REGINAMQ_DEFAULT_SUBSCRIPTION_MODE") -> str:
@@ -193,6 +197,10 @@ def _coerce(name: str, raw: str, variable: str) -> object:
             raise SettingError(f"{variable} must be at least {low}, not {raw}" if high is None else
                                f"{variable} must be between {low} and {high}, not {raw}")
         return value
+    if name == "payload_compression":
+        if raw.strip().lower() not in PAYLOAD_COMPRESSIONS:
+            raise SettingError(f"{variable} must be one of {', '.join(PAYLOAD_COMPRESSIONS)}, not {raw!r}")
+        return raw.strip().lower()
     if name == "log_level":
         if raw.lower() not in _LOG_LEVELS:
             raise SettingError(f"{variable} must be one of {', '.join(_LOG_LEVELS)}, not {raw!r}")

@@ -37,6 +37,7 @@ def schema_files() -> list[tuple[str, str]]:
     return [(f.name, f.read_text(encoding="utf-8")) for f in files]
 
 
+PAYLOAD_COMPRESSION_SQL = "SELECT rq_payload_compression($1)"
 STATE_SQL = """
 CREATE TABLE IF NOT EXISTS rq_schema_state (
     id int PRIMARY KEY CHECK (id = 1), digest text NOT NULL, applied_at timestamptz NOT NULL
@@ -51,8 +52,10 @@ def schema_digest(files: list[tuple[str, str]]) -> str:
     return digest.hexdigest()
 
 
-async def apply_schema(dsn: str) -> bool:
-    """Bring the database to this version's schema; returns whether anything was applied."""
+async def apply_schema(dsn: str, payload_compression: str = "auto") -> bool:
+    """Bring the database to this version's schema, with new payloads stored as
+    ``payload_compression`` says (auto, lz4, pglz or none: see rq_payload_compression); returns
+    whether the schema was applied."""
     files = schema_files()
     digest = schema_digest(files)
     conn = await _connect(dsn)
@@ -60,16 +63,20 @@ async def apply_schema(dsn: str) -> bool:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
             await conn.execute(STATE_SQL)
-            if await conn.fetchval("SELECT digest FROM rq_schema_state WHERE id = 1") == digest:
-                return False
-            for name, sql in files:
-                log.debug("applying %s", name)
-                await conn.execute(sql)
-            await conn.execute(
-                "INSERT INTO rq_schema_state VALUES (1, $1, now()) "
-                "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()", digest)
-            log.info("database schema applied (%s)", digest[:12])
-            return True
+            applied = await conn.fetchval("SELECT digest FROM rq_schema_state WHERE id = 1") != digest
+            if applied:
+                for name, sql in files:
+                    log.debug("applying %s", name)
+                    await conn.execute(sql)
+                await conn.execute(
+                    "INSERT INTO rq_schema_state VALUES (1, $1, now()) "
+                    "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()", digest)
+                log.info("database schema applied (%s)", digest[:12])
+            method = await conn.fetchval(PAYLOAD_COMPRESSION_SQL, payload_compression)
+            log.info("new payloads stored %s", "uncompressed" if method == "none" else f"compressed with {method}")
+            return applied
+    except asyncpg.FeatureNotSupportedError as error:
+        raise DatabaseUnusable(f"payload compression on {_where(dsn)}: {error}") from None
     except asyncpg.InsufficientPrivilegeError as error:
         raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions on "
                                f"{_where(dsn)} ({error}); grant it CREATE on the schema, or connect as the "

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from reginamq.store.embedded import EmbeddedPostgres
-from reginamq.store.schema import apply_schema
+from reginamq.store.schema import DatabaseUnusable, apply_schema
 from tests.conftest import a_round_ran, connection, free_port, start_broker, stop_process, wait_healthy
 
 
@@ -176,6 +176,45 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
         await conn.close()
     assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
             "rq_consumer_groups"} <= tables
+
+
+PAYLOADS_COLUMN_SQL = ("SELECT attstorage::text, attcompression::text FROM pg_attribute "
+                       "WHERE attrelid = 'rq_segments'::regclass AND attname = 'payloads'")
+LZ4_SQL = "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+
+
+async def test_payload_compression_is_applied_at_start_and_only_when_it_changes(fresh_database):
+    """none stores new payloads uncompressed; pglz compresses them; auto is lz4 where the server
+    has it, else pglz; asking for lz4 on a server without it is refused with a clear error."""
+    await apply_schema(fresh_database, "none")
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        assert tuple(await conn.fetchrow(PAYLOADS_COLUMN_SQL)) == ("e", "")
+        stored_at = await conn.fetchval("SELECT xmin::text FROM pg_attribute WHERE attrelid = "
+                                        "'rq_segments'::regclass AND attname = 'payloads'")
+        await apply_schema(fresh_database, "none")  # unchanged: the column is not altered again
+        assert await conn.fetchval("SELECT xmin::text FROM pg_attribute WHERE attrelid = "
+                                   "'rq_segments'::regclass AND attname = 'payloads'") == stored_at
+        await apply_schema(fresh_database, "pglz")
+        assert tuple(await conn.fetchrow(PAYLOADS_COLUMN_SQL)) == ("x", "p")
+        has_lz4 = await conn.fetchval(LZ4_SQL)
+        await apply_schema(fresh_database, "auto")
+        assert tuple(await conn.fetchrow(PAYLOADS_COLUMN_SQL)) == ("x", "l" if has_lz4 else "p")
+        if not has_lz4:
+            with pytest.raises(DatabaseUnusable, match="built without lz4"):
+                await apply_schema(fresh_database, "lz4")
+            assert tuple(await conn.fetchrow(PAYLOADS_COLUMN_SQL)) == ("x", "p")  # nothing changed
+    finally:
+        await conn.close()
+
+
+def test_an_unknown_payload_compression_is_refused_before_anything_starts(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "reginamq", "serve", "--data-dir", str(tmp_path / "pg")],
+                            capture_output=True, text=True, timeout=60,
+                            env={**without_broker_settings(), "REGINAMQ_PAYLOAD_COMPRESSION": "zstd"})
+    assert result.returncode == 2, result.stderr
+    assert "REGINAMQ_PAYLOAD_COMPRESSION must be one of auto, lz4, pglz, none, not 'zstd'" in result.stderr
+    assert not (tmp_path / "pg").exists()
 
 
 async def test_an_upgrade_keeps_stored_options_and_new_partitions_get_numbered_ids(fresh_database):

@@ -107,6 +107,43 @@ ALTER TABLE rq_segments ALTER COLUMN payloads SET STATISTICS 0;
 -- that holds data. One more index entry per segment (not per message) on the push.
 CREATE INDEX IF NOT EXISTS rq_segments_due ON rq_segments (created_at, partition_id, base_offset);
 
+-- How the payloads of segments written from now on are stored, and the method in effect:
+-- 'pglz' and 'lz4' compress them (lz4 only where this server was built with it), 'none' keeps
+-- them uncompressed out of line (less CPU a push, more disk and WAL), 'auto' is lz4 where
+-- available, else pglz. Segments already written stay as they are. The column is altered only
+-- when it differs, since the change takes the table's lock for a moment; every broker applies
+-- its setting at start (store/schema.py), so nodes of one database must agree on it.
+CREATE OR REPLACE FUNCTION rq_payload_compression(p_choice text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lz4 bool := EXISTS (SELECT 1 FROM pg_settings
+                          WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals));
+    v_method text := CASE WHEN p_choice = 'auto' THEN CASE WHEN v_lz4 THEN 'lz4' ELSE 'pglz' END ELSE p_choice END;
+    v_storage "char";
+    v_compression "char";
+BEGIN
+    IF v_method IS NULL OR v_method NOT IN ('lz4', 'pglz', 'none') THEN
+        RAISE EXCEPTION 'payload compression must be auto, lz4, pglz or none, not %', p_choice
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_method = 'lz4' AND NOT v_lz4 THEN
+        RAISE EXCEPTION 'this PostgreSQL was built without lz4: choose auto, pglz or none'
+            USING ERRCODE = '0A000';
+    END IF;
+    SELECT a.attstorage, a.attcompression INTO v_storage, v_compression
+    FROM pg_attribute a WHERE a.attrelid = 'rq_segments'::regclass AND a.attname = 'payloads';
+    IF v_method = 'none' THEN
+        IF v_storage <> 'e' THEN
+            ALTER TABLE rq_segments ALTER COLUMN payloads SET STORAGE EXTERNAL;
+        END IF;
+    ELSIF v_storage <> 'x' OR v_compression IS DISTINCT FROM left(v_method, 1)::"char" THEN
+        EXECUTE format('ALTER TABLE rq_segments ALTER COLUMN payloads SET STORAGE EXTENDED, '
+                       'ALTER COLUMN payloads SET COMPRESSION %s', v_method);
+    END IF;
+    RETURN v_method;
+END;
+$$;
+
 -- The transactionId sidecar for deduplication: written only for queues with a window.
 CREATE TABLE IF NOT EXISTS rq_dedup (
     partition_id    uuid NOT NULL,

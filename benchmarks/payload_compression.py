@@ -1,0 +1,100 @@
+"""What the payload compression of ``--payload-compression`` costs a push, by payload kind.
+
+Calls rq_push directly over one connection, as the broker calls it for a fused flush (8
+partitions × 100 messages a call), on an embedded PostgreSQL of its own in a temporary folder,
+once for each storage method and payload kind. Kinds: ``x`` (a run of one letter, as the
+bench pads), ``json`` (order-like records with varied fields), ``hex`` (random bytes as hex).
+Prints the CPU the PostgreSQL backend spent a message (its own CPU time between two readings,
+not the wall clock, so the client's work and other processes do not count) and the bytes a
+message took in the table. The methods alternate, twice, as the machine drifts.
+
+    python benchmarks/payload_compression.py [--calls 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import tempfile
+from pathlib import Path
+
+import asyncpg
+import uuid_utils
+
+from reginamq.bench.system import cpu_seconds
+from reginamq.store.columns import join_names, join_uuids
+from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.messages import PUSH_SQL
+from reginamq.store.schema import apply_schema
+
+PARTITIONS, PER_PARTITION = 8, 100
+METHODS = ("pglz", "none", "pglz", "none")
+WORDS = ("order", "customer", "pending", "shipped", "paid", "refund", "item", "sku", "price", "quantity",
+         "warehouse", "express")
+STORED_SQL = ("SELECT avg(pg_column_size(payloads)) FROM (SELECT payloads FROM rq_segments "
+              "WHERE partition_id IN (SELECT id FROM rq_partitions WHERE queue_id = "
+              "(SELECT id FROM rq_queues WHERE name = $1))) s")
+
+
+def payload(kind: str, rng: random.Random) -> bytes:
+    if kind == "x":
+        return b'{"s":1,"p":0,"k":3,"q":77,"x":"' + b"x" * 200 + b'"}'
+    if kind == "hex":
+        return b'{"s":1,"pad":"' + rng.randbytes(100).hex().encode() + b'"}'
+    return (f'{{"orderId":{rng.randrange(10**9)},"customer":"c-{rng.randrange(10**6):06d}",'
+            f'"status":"{rng.choice(WORDS)}","items":[{{"sku":"{rng.choice(WORDS)}-{rng.randrange(10**4)}",'
+            f'"qty":{rng.randrange(1, 9)},"price":{rng.random() * 100:.2f}}},{{"sku":"{rng.choice(WORDS)}-'
+            f'{rng.randrange(10**4)}","qty":{rng.randrange(1, 9)},"price":{rng.random() * 100:.2f}}}],'
+            f'"note":"{rng.choice(WORDS)} {rng.choice(WORDS)}","ts":"2026-12-05T08:{rng.randrange(60):02d}:'
+            f'{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z"}}').encode()
+
+
+def call_arguments(queue: str, kind: str, call: int, rng: random.Random) -> tuple:
+    ids = [str(uuid_utils.uuid7()) for _ in range(PARTITIONS * PER_PARTITION)]
+    fragments = [b'"id":"' + i.encode() + b'","transactionId":"' + i.encode() + b'","traceId":null,"data":'
+                 + payload(kind, rng) + b',"producerSub":null' for i in ids]
+    groups = ",".join(str(g + 1) for g in range(PARTITIONS) for _ in range(PER_PARTITION))
+    partitions = [f"p{(call * PARTITIONS + g) % 200}" for g in range(PARTITIONS)]
+    return [queue] * PARTITIONS, partitions, groups, join_names(ids), join_uuids(ids), fragments, "{}", True
+
+
+async def measure(url: str, method: str, kind: str, calls: int, run: int) -> tuple[float, float]:
+    await apply_schema(url, method)
+    queue, rng = f"pc-{method}-{kind}-{run}", random.Random(7)
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, '{\"dedupWindowSeconds\": 0}')", queue)
+        prepared = [call_arguments(queue, kind, call, rng) for call in range(calls)]
+        warmup = max(1, calls // 10)
+        for arguments in prepared[:warmup]:
+            await conn.fetch(PUSH_SQL, *arguments)
+        backend = await conn.fetchval("SELECT pg_backend_pid()")
+        started = cpu_seconds(backend)
+        for arguments in prepared[warmup:]:
+            await conn.fetch(PUSH_SQL, *arguments)
+        seconds = cpu_seconds(backend) - started
+        stored = float(await conn.fetchval(STORED_SQL, queue)) / PER_PARTITION
+    finally:
+        await conn.close()
+    return seconds / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6, stored
+
+
+async def main(calls: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="reginamq-compression-") as folder:
+        server = EmbeddedPostgres(Path(folder) / "pgdata")
+        url = server.start()
+        try:
+            for kind in ("x", "json", "hex"):
+                for run, method in enumerate(METHODS):
+                    micros, stored = await measure(url, method, kind, calls, run)
+                    print(f"{kind:5} {method:5} {micros:6.2f} µs of PostgreSQL CPU a message, "
+                          f"{stored:5.0f} bytes stored a message")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    asyncio.run(main(parser.parse_args().calls))
