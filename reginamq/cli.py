@@ -75,7 +75,8 @@ def _bounds(name: str) -> click.ParamType:
               help="Use this PostgreSQL (>= 15) instead of the embedded one "
                    "(also REGINAMQ_DATABASE_URL or Queen's PG_HOST/PG_PORT/...).")
 @click.option("--workers", type=_bounds("workers"), default=None,
-              help="Worker processes sharing the port [default: 1].")
+              help="Worker processes sharing the port [default: one per two cores; with PostgreSQL on "
+                   "a machine of its own, one per core is the better choice].")
 @click.option("--pool-size", type=_bounds("pool_size"), default=None,
               help="Database connections per worker [default: 10].")
 @click.option("--max-body-bytes", type=_bounds("max_body_bytes"), default=None,

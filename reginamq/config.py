@@ -25,13 +25,21 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("reginamq")) / "pgdata"
 
 
+def default_workers() -> int:
+    """Worker processes when none are asked for: one per two cores this process may run on. A
+    message costs the broker and PostgreSQL about the same CPU, so on a machine that runs both,
+    half the cores serve HTTP and half are left to PostgreSQL."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(NUMBERS["workers"][2], cores // 2))
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
     data_dir: Path = dataclasses.field(default_factory=default_data_dir)
     database_url: str | None = None
-    workers: int = 1
+    workers: int = dataclasses.field(default_factory=default_workers)
     pool_size: int = 10
     max_body_bytes: int = 8 * 1024 * 1024
     log_level: str = "info"

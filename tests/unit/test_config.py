@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,15 @@ from reginamq.config import DEFAULT_PORT, Settings
 
 def test_defaults():
     settings = Settings.from_env({})
-    assert settings.port == DEFAULT_PORT and settings.workers == 1 and settings.database_url is None
+    assert settings.port == DEFAULT_PORT and settings.database_url is None
+    assert settings.workers == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+def test_workers_default_to_one_per_two_cores_this_process_may_use(monkeypatch):
+    for cores, workers in ((1, 1), (2, 1), (3, 1), (8, 4), (200, 64)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert Settings.from_env({}).workers == workers
+    assert Settings.from_env({"REGINAMQ_WORKERS": "3"}).workers == 3
 
 
 def test_flags_beat_reginamq_env_which_beats_queen_env():
