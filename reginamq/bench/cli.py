@@ -27,6 +27,9 @@ def shape_options(function):
                      help="Messages per push request."),
         click.option("--payload", type=click.IntRange(32, 4_000_000), default=256, show_default=True,
                      help="Payload bytes per message (JSON, padded)."),
+        click.option("--payload-fill", type=click.Choice(["letter", "text"]), default="letter", show_default=True,
+                     help="What pads a payload: one letter repeated (compresses to almost nothing) or words "
+                          "and numbers (compresses as real records do)."),
         click.option("--partitions", type=click.IntRange(1), default=200, show_default=True,
                      help="Partition space of the queue (of each queue, with --queues)."),
         click.option("--consumers", type=click.IntRange(0), default=None,
@@ -171,7 +174,8 @@ def ceiling(**flags) -> None:
                                              broker_rate=flags["broker_rate"])))
 
 
-CONFIG_FIELDS = {"push_batch", "payload", "partitions", "consumers", "groups", "pop_batch", "duration", "report",
+CONFIG_FIELDS = {"push_batch", "payload", "payload_fill", "partitions", "consumers", "groups", "pop_batch",
+                 "duration", "report",
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_namespace",
                  "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
                  "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "framed_pop", "verify",

@@ -50,6 +50,7 @@ class BenchConfig:
     duration: float = 30.0
     push_batch: int = 100
     payload: int = 256
+    payload_fill: str = "letter"  # or "text": what pads a payload to its size (load.py)
     partitions: int = 200
     active: int = 0
     rotate_seconds: float = 1.0

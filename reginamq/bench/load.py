@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 
 import aiohttp
@@ -34,6 +35,23 @@ from reginamq.http import binary_push, pop_frames
 JSON_HEADERS = {"Content-Type": "application/json"}
 BINARY_HEADERS = {"Content-Type": binary_push.CONTENT_TYPE}
 PAD = "x" * 1_048_576
+FILL_WORDS = ("order", "customer", "pending", "shipped", "paid", "refund", "item", "sku", "price", "quantity",
+              "warehouse", "express", "standard", "invoice", "address", "street", "city", "note", "gift", "return")
+
+
+def _text(size: int) -> str:
+    """Words and numbers, as the free text of real records reads: it compresses like text, not
+    like a run of one letter. The same on every process (fixed seed)."""
+    rng = random.Random(20_261_205)
+    parts, length = [], 0
+    while length < size:
+        part = rng.choice(FILL_WORDS) if rng.random() < 0.7 else str(rng.randrange(1_000_000))
+        parts.append(part)
+        length += len(part) + 1
+    return " ".join(parts)
+
+
+TEXT = _text(2 * 1_048_576)
 
 
 class Pacer:
@@ -121,17 +139,20 @@ def push_batch_items(cfg: BenchConfig, producer: int, slot: int, sequences: list
     message's transactionId and payload, built as text (no per-message dicts).
 
     Payload ``{"s": scheduled ns, "p": producer, "k": slot, "q": per-slot sequence, "x":
-    padding}`` is padded to ``--payload`` bytes; the sequence fields let a verifier check loss
-    and order later. transactionIds are unique per message, so dedup never fires.
+    padding}`` is padded to ``--payload`` bytes (``--payload-fill``: one letter repeated, or
+    words and numbers from a different place of :data:`TEXT` each message); the sequence
+    fields let a verifier check loss and order later. transactionIds are unique per message, so dedup never fires.
     """
     queue, partition = locate(cfg, slot)
     seq = sequences[slot]
     txids, payloads = [], []
+    text = cfg.payload_fill == "text"
     for i in range(cfg.push_batch):
         head = f'{{"s":{scheduled_ns},"p":{producer},"k":{slot},"q":{seq + i},"x":"'
-        pad = cfg.payload - len(head) - 2
+        pad = max(0, cfg.payload - len(head) - 2)
+        start = (seq + i) * 7_919 % (len(TEXT) - pad) if text else 0
         txids.append(f"{cfg.run_id}-{producer}-{first_tx + i}")
-        payloads.append(f'{head}{PAD[:pad] if pad > 0 else ""}"}}')
+        payloads.append(f'{head}{TEXT[start:start + pad] if text else PAD[:pad]}"}}')
     sequences[slot] = seq + cfg.push_batch
     return queue_name(cfg, queue), partition_name(partition), txids, payloads
 

@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import time
+import zlib
 
 import httpx
 import psutil
@@ -126,6 +127,18 @@ def test_push_body_is_padded_and_sequenced():
         assert item["payload"]["s"] == 123_456_789 and item["payload"]["p"] == 2 and item["payload"]["k"] == 7
         assert len(json.dumps(item["payload"], separators=(",", ":"))) == 256
 
+
+def test_a_text_fill_pads_to_size_with_words_that_compress_like_text():
+    payloads = {}
+    for fill in ("letter", "text"):
+        cfg = BenchConfig(rate=1_000, push_batch=50, payload=256, partitions=10, payload_fill=fill)
+        items = json.loads(build_push_body(cfg, 0, 3, [0] * cfg.partitions, 1, first_tx=0))["items"]
+        payloads[fill] = [json.dumps(item["payload"], separators=(",", ":")).encode() for item in items]
+        assert all(len(payload) == 256 for payload in payloads[fill])
+        assert [item["payload"]["q"] for item in items] == list(range(50))
+    assert len({payload[40:] for payload in payloads["text"]}) == 50  # each message's text differs
+    letter, text = (len(zlib.compress(b"".join(payloads[fill]))) for fill in ("letter", "text"))
+    assert text > 5 * letter
 
 def test_binary_push_body_carries_the_same_messages_as_the_json_one():
     """--binary-push: the same transactionIds and payloads, as the broker decodes them."""
