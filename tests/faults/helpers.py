@@ -119,6 +119,11 @@ def kill_the_older_worker(process: subprocess.Popen, seconds: float = 30.0) -> i
     older = wait_until(victim, seconds, interval=0.1)
     assert older is not None, f"the broker did not have two workers, one {RESPAWN_GRACE_S} s old, within {seconds} s"
     os.kill(older.pid, signal.SIGKILL)  # a worker of the broker this test started
+    # the signal lands asynchronously: until the victim is a zombie it still counts as a live worker
+    def gone() -> bool:
+        return older.pid not in {worker.pid for worker in workers_of(process.pid)}
+
+    assert wait_until(gone, seconds, interval=0.02)
     return older.pid
 
 
