@@ -46,7 +46,8 @@ class Broker:
         self.lease_watcher = LeaseWatcher(self.store, self.hot, self.waiters)
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.store, self.sealer)
-        self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
+        self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000,
+                                 self.waiters.wake_before_announcing)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
 

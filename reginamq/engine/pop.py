@@ -206,7 +206,8 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
     while True:
         conflating = _conflating(broker.policies, key, request)
         sized, plan = _size(broker, request, key, conflating)
-        parked = waiters.park(request.queue, request.group, sized.partitions) if request.wait else None
+        parked = (waiters.park(request.queue, request.group, sized.partitions, bound=request.partition is not None)
+                  if request.wait else None)
         try:
             if fill_wait is None:
                 # The client may have just been answered a push (or a configure) whose

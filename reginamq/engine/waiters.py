@@ -4,8 +4,12 @@ Once a push has committed, the store announces ``queue + "\n" + partition ids`` 
 ``rq_push`` channel (store/notices.py); every broker process listens on one connection of its
 own and wakes the pops parked on that queue, so a push on any worker process or node wakes a
 waiter at once, and hands the partition ids to the process's hot list (hot_partitions.py), where
-wildcard pops look first. Notifications are hints only: a waiter that misses one still
-re-checks on its own back-off schedule, so a lost hint costs latency, never a message.
+wildcard pops look first. The process that pushed wakes its own parked pops before it
+announces (:meth:`Waiters.wake_before_announcing`) and adds to the notice, a line each, the
+consumer groups it has fully served, whose pops the other processes then leave parked: a push
+wakes as many pops as its partitions need across all processes, not that many in each.
+Notifications are hints only: a waiter that misses one still re-checks on its own back-off
+schedule, so a lost hint costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured or deleted), so what a process caches
 about queue options is dropped everywhere at once rather than when it ages out, and
 ``rq_sync``: PostgreSQL delivers notifications to a listener in commit order, so once a
@@ -30,6 +34,7 @@ from reginamq.store.notices import CHANNEL, CONFIG_CHANNEL, EPHEMERAL_CHANNEL, S
 log = logging.getLogger("reginamq.waiters")
 ANY_QUEUE = "*"
 SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
+MAX_NOTICE_BYTES = 7_900  # PostgreSQL refuses a notification payload of 8,000 bytes or more
 
 
 def ephemeral_key(queue: str) -> str:
@@ -60,8 +65,9 @@ class Waiters:
         self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
         # queue (or ANY_QUEUE) -> consumer group -> its parked pops, each with the partitions it
-        # may claim, insertion-ordered: the longest waiter of a group is woken first.
-        self._parked: dict[str, dict[str, dict[asyncio.Future, int]]] = {}
+        # may claim and whether it is bound to one partition, insertion-ordered: the longest
+        # waiter of a group is woken first.
+        self._parked: dict[str, dict[str, dict[asyncio.Future, tuple[int, bool]]]] = {}
         self._listener: Listener | None = None
         self._listening = False  # the LISTENs are in place on self._listener
         self._task: asyncio.Task | None = None
@@ -72,14 +78,15 @@ class Waiters:
         """Long polls waiting now."""
         return sum(len(pops) for groups in self._parked.values() for pops in groups.values())
 
-    def park(self, queue: str | None, group: str, partitions: int = 1) -> asyncio.Future:
+    def park(self, queue: str | None, group: str, partitions: int = 1, bound: bool = False) -> asyncio.Future:
         """Register interest before looking, so a push between the look and the wait is not
-        missed; ``partitions``: how many partitions the pop may claim when woken."""
+        missed; ``partitions``: how many partitions the pop may claim when woken; ``bound``: it
+        pops one named partition, so it may not take what a push to another one wrote."""
         future = asyncio.get_running_loop().create_future()
         if self._closing:
             future.set_result(False)
             return future
-        self._parked.setdefault(queue or ANY_QUEUE, {}).setdefault(group, {})[future] = max(1, partitions)
+        self._parked.setdefault(queue or ANY_QUEUE, {}).setdefault(group, {})[future] = (max(1, partitions), bound)
         return future
 
     def unpark(self, queue: str | None, group: str, future: asyncio.Future) -> None:
@@ -95,7 +102,8 @@ class Waiters:
         if not future.done():
             future.cancel()
 
-    def wake(self, queue: str, group: str | None = None, partitions: int = 1) -> int:
+    def wake(self, queue: str, group: str | None = None, partitions: int = 1,
+             served: frozenset[str] = frozenset()) -> int:
         """Wake, in each consumer group of the queue (and among the discovery pops), or in
         ``group`` only, as many parked pops as it takes to claim ``partitions`` partitions, the
         longest waiting first; answer how many were woken.
@@ -105,28 +113,63 @@ class Waiters:
         would turn the extra pops into empty ones. Every group, since each reads every message.
         A woken pop that took all it could wakes the next of its group (see pop.py), so a
         backlog is still handed out; a parked pop also re-checks on its own back-off, so a
-        missed wake-up costs at most that.
+        missed wake-up costs at most that. The groups of the queue in ``served`` are left
+        parked: the process that pushed has woken enough of their pops already.
         """
+        return self._wake(queue, group, partitions, served)[0]
+
+    def wake_before_announcing(self, notices: list[str]) -> list[str]:
+        """Wake this process's pops for the partitions of push ``notices`` (just committed, not
+        yet sent) and return the notices to send, each naming on lines of its own the groups
+        whose wake-up is complete here: as many unbound pops woken as its partitions need.
+        The other processes (and this one, hearing its own notice) leave those groups' pops
+        parked. A group that does not fit in the notice is left out: everyone wakes it, as if
+        this process had woken none of it."""
+        out = []
+        for notice in notices:
+            queue, _, partitions = notice.partition("\n")
+            woken, served = self._wake(queue, None, partitions.count(",") + 1, frozenset())
+            self._on_push_wake(woken)
+            room = MAX_NOTICE_BYTES - len(notice.encode())
+            for group in served:
+                room -= len(group.encode()) + 1
+                if room < 0:
+                    break
+                notice += "\n" + group
+            out.append(notice)
+        return out
+
+    def _wake(self, queue: str, group: str | None, partitions: int,
+              served: frozenset[str]) -> tuple[int, list[str]]:
+        """How many pops were woken, and the groups of ``queue`` (not of the discovery pops)
+        with enough unbound pops woken for ``partitions``."""
         woken = 0
+        complete = []
         for key in (queue, ANY_QUEUE):
             groups = self._parked.get(key)
             if not groups:
                 continue
             for name in [group] if group is not None else list(groups):
+                if key == queue and name in served:
+                    continue
                 waiting = groups.get(name)
                 wanted = partitions
+                unbound = True
                 while waiting and wanted > 0:
                     future = next(iter(waiting))
-                    claims = waiting.pop(future)
+                    claims, bound = waiting.pop(future)
                     if not future.done():
                         future.set_result(True)
                         woken += 1
                         wanted -= claims
+                        unbound = unbound and not bound
                 if waiting is not None and not waiting:
                     del groups[name]
+                if key == queue and wanted <= 0 and unbound:
+                    complete.append(name)
             if not groups:
                 del self._parked[key]
-        return woken
+        return woken, complete
 
     @property
     def closing(self) -> bool:
@@ -185,6 +228,7 @@ class Waiters:
 
     def _on_notify(self, payload: str) -> None:
         queue, _, partitions = payload.partition("\n")
+        partitions, *served = partitions.split("\n")
         if not partitions:  # a consumer group sought or deleted: not a push
             self._on_queue_change(queue)
         if self._hot is not None:
@@ -193,7 +237,7 @@ class Waiters:
             else:
                 self._hot.changed(queue)
         if partitions:
-            self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1))
+            self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1, served=frozenset(served)))
         else:
             self.wake(queue)
 

@@ -12,6 +12,7 @@ Columns of names and UUIDs travel joined into one string each and are split in S
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
@@ -60,7 +61,8 @@ class Unsealed(Exception):
 class Messages(Family):
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
-                   enforce_max_size: bool) -> list[Row]:
+                   enforce_max_size: bool,
+                   before_announcing: Callable[[list[str]], list[str]] | None = None) -> list[Row]:
         """Appends one message per fragment, all or none, and announces the partitions written.
 
         ``queues``/``partitions`` are the distinct pairs of the push, ``pairs`` each message's
@@ -70,13 +72,17 @@ class Messages(Family):
         notice)``: one per such duplicate (its index, the stored message's id), and the notices
         (``item`` NULL). Raises :class:`QueueFull` (nothing written) when a queue would pass its
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
-        fragment bound for an encrypted queue."""
+        fragment bound for an encrypted queue. Outside a transaction, ``before_announcing`` gets
+        the notices once the push has committed and returns the ones to send."""
         arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_uuids(message_ids),
                      fragments, new_queue_options, enforce_max_size)
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)
-                await send_after_commit(conn, CHANNEL, [row[2] for row in rows if row[2] is not None])
+                notices = [row[2] for row in rows if row[2] is not None]
+                if notices and before_announcing is not None:
+                    notices = before_announcing(notices)
+                await send_after_commit(conn, CHANNEL, notices)
                 return rows
 
             return await self._db.run(push_and_announce)

@@ -110,6 +110,33 @@ async def test_a_push_wakes_as_many_pops_as_its_partitions_need_in_each_group(da
         assert not any(future.done() for future in narrow[3:] + wide[2:])
 
 
+async def test_the_pushing_process_wakes_its_own_pops_and_the_others_only_the_groups_it_could_not_serve(database_url):
+    """Two broker processes on one database. The one that pushed wakes its own parked pops
+    before it announces and names the groups it served in full; the other leaves those groups
+    parked (they would find nothing) and wakes the rest: a group parked only there, and one
+    whose pop here is bound to a named partition (it may not take what the push wrote)."""
+    here_woken: list[int] = []
+    here, there = Waiters(on_push_wake=here_woken.append), Waiters()
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    async with listening(here, database_url), listening(there, database_url) as store:
+        await wait_listening(here)
+        await wait_listening(there)
+        served_here = here.park(queue, "served")
+        left_there = there.park(queue, "served")
+        only_there = there.park(queue, "elsewhere")
+        bound_here = here.park(queue, "bound", bound=True)
+        bound_there = there.park(queue, "bound")
+        prepared = push.prepare([push.PushItem(queue=queue, partition="p1", payload=msgspec.Raw(b"1"))])
+        await push.execute(store, prepared, Sealer(), before_announcing=here.wake_before_announcing)
+        assert served_here.done() and bound_here.done()  # at once, before the notice went out
+        assert here_woken[0] == 2
+        assert await asyncio.wait_for(asyncio.gather(only_there, bound_there), 5) == [True, True]
+        assert await there.sync(store) is True  # it has heard the push's notice
+        assert not left_there.done()
+        assert await here.sync(store) is True  # the pusher hears its own notice and wakes nothing more
+        assert sum(here_woken) == 2
+
+
 async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_url):
     hot = HotPartitions()
     waiters = Waiters(hot=hot)
