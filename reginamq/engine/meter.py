@@ -105,7 +105,8 @@ class Meter:
         if not found:
             self.empty_queries += 1
 
-    def woke(self, pops: int) -> None:
-        """A push's announcement was heard, and woke ``pops`` parked pops."""
-        self.push_notices += 1
+    def woke(self, pops: int, heard: bool = True) -> None:
+        """A push's announcement woke ``pops`` parked pops: heard, or (``heard`` False) about to
+        be sent by this process, which woke its own pops first."""
+        self.push_notices += heard
         self.wakeups += pops

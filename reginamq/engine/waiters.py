@@ -55,7 +55,7 @@ class Waiters:
     def __init__(self, on_config_change: Callable[[], None] = lambda: None,
                  hot: HotPartitions | None = None,
                  on_queue_change: Callable[[str], None] = lambda _queue: None,
-                 on_push_wake: Callable[[int], None] = lambda _pops: None) -> None:
+                 on_push_wake: Callable[[int, bool], None] = lambda _pops, _heard: None) -> None:
         self._on_config_change = on_config_change
         self._on_push_wake = on_push_wake
         self._on_queue_change = on_queue_change
@@ -129,7 +129,7 @@ class Waiters:
         for notice in notices:
             queue, _, partitions = notice.partition("\n")
             woken, served = self._wake(queue, None, partitions.count(",") + 1, frozenset())
-            self._on_push_wake(woken)
+            self._on_push_wake(woken, False)
             room = MAX_NOTICE_BYTES - len(notice.encode())
             for group in served:
                 room -= len(group.encode()) + 1
@@ -237,7 +237,7 @@ class Waiters:
             else:
                 self._hot.changed(queue)
         if partitions:
-            self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1, served=frozenset(served)))
+            self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1, served=frozenset(served)), True)
         else:
             self.wake(queue)
 

@@ -121,10 +121,11 @@ class Messages(Family):
         return await self._db.fetchval(READY_SQL, queue, partition, group, partitions, batch)
 
     async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
-                  statuses: list[str], errors: list[str | None]) -> list[Row]:
+                  statuses: list[str], errors: list[str | None],
+                  before_announcing: Callable[[list[str]], list[str]] | None = None) -> list[Row]:
         """Applies the acknowledgements (one per index of the columns; status ``completed``,
         ``retry``, ``dlq`` or ``failed``) atomically, and announces the partitions that have
-        work again.
+        work again (outside a transaction through ``before_announcing``, as :meth:`push`).
 
         Rows ``(item, success, error, lease_released, dlq, noop, notice, released)``: one per
         acknowledgement that went through the per-message rules (its index); one with
@@ -137,7 +138,10 @@ class Messages(Family):
         if isinstance(self._db, Database):
             async def ack_and_announce(conn: Connection) -> list[Row]:
                 rows = await conn.fetch(ACK_SQL, *arguments)
-                await send_after_commit(conn, CHANNEL, [row[6] for row in rows if row[6] is not None])
+                notices = [row[6] for row in rows if row[6] is not None]
+                if notices and before_announcing is not None:
+                    notices = before_announcing(notices)
+                await send_after_commit(conn, CHANNEL, notices)
                 return rows
 
             return await self._db.run(ack_and_announce)

@@ -75,7 +75,7 @@ async def test_a_push_wakes_one_parked_pop_of_each_consumer_group(database_url):
     (the longest waiting) suffices, it wakes the next if it leaves work behind. The meter hears
     how many pops the push woke."""
     woken: list[int] = []
-    waiters = Waiters(on_push_wake=woken.append)
+    waiters = Waiters(on_push_wake=lambda pops, _heard: woken.append(pops))
     async with listening(waiters, database_url):
         await wait_listening(waiters)
         queue = f"w-{uuid.uuid4().hex[:8]}"
@@ -97,7 +97,7 @@ async def test_a_push_wakes_as_many_pops_as_its_partitions_need_in_each_group(da
     would wait for a chain of wake-ups) and not all (the others would find nothing); a pop that
     may claim two partitions counts for two."""
     woken: list[int] = []
-    waiters = Waiters(on_push_wake=woken.append)
+    waiters = Waiters(on_push_wake=lambda pops, _heard: woken.append(pops))
     async with listening(waiters, database_url):
         await wait_listening(waiters)
         queue = f"w-{uuid.uuid4().hex[:8]}"
@@ -115,8 +115,8 @@ async def test_the_pushing_process_wakes_its_own_pops_and_the_others_only_the_gr
     before it announces and names the groups it served in full; the other leaves those groups
     parked (they would find nothing) and wakes the rest: a group parked only there, and one
     whose pop here is bound to a named partition (it may not take what the push wrote)."""
-    here_woken: list[int] = []
-    here, there = Waiters(on_push_wake=here_woken.append), Waiters()
+    here_woken: list[tuple[int, bool]] = []
+    here, there = Waiters(on_push_wake=lambda pops, heard: here_woken.append((pops, heard))), Waiters()
     queue = f"w-{uuid.uuid4().hex[:8]}"
     async with listening(here, database_url), listening(there, database_url) as store:
         await wait_listening(here)
@@ -129,12 +129,12 @@ async def test_the_pushing_process_wakes_its_own_pops_and_the_others_only_the_gr
         prepared = push.prepare([push.PushItem(queue=queue, partition="p1", payload=msgspec.Raw(b"1"))])
         await push.execute(store, prepared, Sealer(), before_announcing=here.wake_before_announcing)
         assert served_here.done() and bound_here.done()  # at once, before the notice went out
-        assert here_woken[0] == 2
+        assert here_woken[0] == (2, False)  # woken here, counted as no announcement heard
         assert await asyncio.wait_for(asyncio.gather(only_there, bound_there), 5) == [True, True]
         assert await there.sync(store) is True  # it has heard the push's notice
         assert not left_there.done()
         assert await here.sync(store) is True  # the pusher hears its own notice and wakes nothing more
-        assert sum(here_woken) == 2
+        assert here_woken == [(2, False), (0, True)]
 
 
 async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_url):
