@@ -27,7 +27,7 @@ from reginamq.maintenance.retention import STEP_ROWS, WINDOW_PARTITIONS, id_rang
 from reginamq.store import Store
 from reginamq.store.database import Database
 
-TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup_keys")
+TABLES = ("rq_partitions", "rq_consumers", "rq_segments", "rq_dedup")
 SIZE_SQL = ("SELECT pg_relation_size($1::regclass) AS heap, pg_indexes_size($1::regclass) AS indexes, "
             "pg_total_relation_size($1::regclass) AS total")
 INDEX_SQL = ("SELECT indexrelid::regclass::text AS name, pg_relation_size(indexrelid) AS bytes FROM pg_index "

@@ -145,8 +145,7 @@ async def test_expired_dedup_keys_are_purged_and_the_id_is_free_again(http, db, 
     first = (await http.post("/api/v1/push", json={"items": [item]})).json()[0]
     assert first["status"] == "queued"
     assert (await http.post("/api/v1/push", json={"items": [item]})).json()[0]["status"] == "duplicate"
-    keys = ("SELECT count(*) FROM rq_dedup_keys k JOIN rq_partitions p "
-            "ON k.key = rq_dedup_key(p.queue_id, p.name, 'once') WHERE p.id = $1")
+    keys = "SELECT count(*) FROM rq_dedup WHERE transaction_id = 'once' AND partition_id = $1"
     partition_id = await db.fetchval("SELECT p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
                                      "WHERE q.name = $1", queue)
     assert await eventually(lambda: equals(db.fetchval(keys, partition_id), 0), seconds=10) is True
@@ -187,26 +186,26 @@ async def test_the_dedup_purge_reads_what_it_deletes_after_the_table_turned_over
     await apply_schema(fresh_database)
     conn = await asyncpg.connect(fresh_database)
     try:
-        keys = ("INSERT INTO rq_dedup_keys SELECT gen_random_uuid(), gen_random_uuid(), "
-                "now() + $1::text::interval FROM generate_series(1, 60000) n")
+        keys = ("INSERT INTO rq_dedup SELECT gen_random_uuid(), 'k' || n, gen_random_uuid(), "
+                "now() + $1::text::interval FROM generate_series(1, 40000) n")
         await conn.execute(keys, "-1 minute")  # a window that has passed
         while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
             pass
-        await conn.execute("VACUUM rq_dedup_keys")
+        await conn.execute("VACUUM rq_dedup")
         await conn.execute(keys, "1 hour")  # the next window's keys, in the freed pages
         await conn.execute(keys, "-1 second")  # and the keys expiring now
-        pages = await conn.fetchval("SELECT pg_relation_size('rq_dedup_keys') / current_setting('block_size')::int")
+        pages = await conn.fetchval("SELECT pg_relation_size('rq_dedup') / current_setting('block_size')::int")
         while await conn.fetchval("SELECT rq_dedup_purge_step(10000)") > 0:
             pass
-        await conn.execute("ANALYZE rq_dedup_keys")  # as autovacuum would have by now
+        await conn.execute("ANALYZE rq_dedup")  # as autovacuum would have by now
         assert await conn.fetchval("SELECT rq_dedup_purge_step(10000)") == 0  # planned again, after ANALYZE
         # a purge step with nothing expired: what it reads, the function's own statements included
         plan = json.loads(await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
                                               "SELECT rq_dedup_purge_step(10000)"))[0]["Plan"]
         read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
         assert pages > 500 and read < pages / 8, f"a purge step with nothing expired read {read} of {pages} pages"
-        assert await conn.fetchval("SELECT count(*) FROM rq_dedup_keys") == 60000
-        assert await conn.fetchval("SELECT count(*) FROM rq_dedup_keys WHERE expires_at < now()") == 0
+        assert await conn.fetchval("SELECT count(*) FROM rq_dedup") == 40000
+        assert await conn.fetchval("SELECT count(*) FROM rq_dedup WHERE expires_at < now()") == 0
     finally:
         await conn.close()
 
@@ -228,31 +227,5 @@ async def test_the_traces_purge_deletes_old_traces_and_their_names_oldest_first(
         assert await conn.fetchval("SELECT rq_traces_purge_step($1, 3)", cutoff) == 0
         assert [r[0] for r in await conn.fetch("SELECT transaction_id FROM rq_traces")] == ["later"]
         assert [r[0] for r in await conn.fetch("SELECT name FROM rq_trace_names")] == ["shared"]
-    finally:
-        await conn.close()
-
-
-async def test_keys_stored_by_partition_and_transaction_id_move_to_their_hashes(fresh_database):
-    """A database whose keys are rows of rq_dedup (partition id, transactionId) gets, once, the
-    live ones as hashed keys with their message ids; expired keys are left behind."""
-    await apply_schema(fresh_database)
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        queue_id = await conn.fetchval("INSERT INTO rq_queues (name, options) VALUES ('old', '{}') RETURNING id")
-        partition_id = await conn.fetchval(
-            "INSERT INTO rq_partitions (queue_id, name) VALUES ($1, 'p') RETURNING id", queue_id)
-        await conn.execute("CREATE TABLE rq_dedup (partition_id uuid NOT NULL, transaction_id text NOT NULL, "
-                           "message_id uuid NOT NULL, expires_at timestamptz NOT NULL, "
-                           "PRIMARY KEY (partition_id, transaction_id))")
-        live, lapsed = uuid.uuid4(), uuid.uuid4()
-        await conn.execute("INSERT INTO rq_dedup VALUES ($1, 'live', $2, now() + interval '1 hour'), "
-                           "($1, 'lapsed', $3, now() - interval '1 second')", partition_id, live, lapsed)
-        await conn.execute("DELETE FROM rq_migrations WHERE name = 'dedup-keys-hashed'")
-        await conn.execute("UPDATE rq_schema_state SET digest = 'an older schema'")
-        await apply_schema(fresh_database)
-        assert await conn.fetchval("SELECT to_regclass('rq_dedup')") is None
-        rows = await conn.fetch("SELECT key, message_id FROM rq_dedup_keys")
-        assert [(row["key"], row["message_id"]) for row in rows] == [
-            (await conn.fetchval("SELECT rq_dedup_key($1, 'p', 'live')", queue_id), live)]
     finally:
         await conn.close()

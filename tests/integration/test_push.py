@@ -139,7 +139,7 @@ async def test_one_push_mixing_live_expired_and_new_keys_over_partitions(http, d
     message, a new key is queued, and the same key in another partition is a key of its own."""
     [live] = await push(http, queue, "old-live", partition="a", txids=["live"])
     [lapsed] = await push(http, queue, "old-lapsed", partition="b", txids=["lapsed"])
-    await db.execute("UPDATE rq_dedup_keys SET expires_at = now() - interval '1 second' WHERE message_id = $1",
+    await db.execute("UPDATE rq_dedup SET expires_at = now() - interval '1 second' WHERE message_id = $1",
                      uuid.UUID(lapsed["message_id"]))
     body = await push_items(http, [item(queue, "new-a", partition="a", txid="fresh"),
                                    item(queue, "dup-a", partition="a", txid="live"),

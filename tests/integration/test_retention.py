@@ -437,29 +437,12 @@ async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(
     await own_db.execute("INSERT INTO rq_stream_state (query_id, partition_id, key, value) VALUES ($1, $2, 'k', '1')",
                          query, old["id"])
     assert await eventually(lambda: equals(partition_row(own_db, queue, "p"), None), seconds=20) is True
-    for table in ("rq_consumers", "rq_segments", "rq_stream_state"):
+    for table in ("rq_consumers", "rq_dedup", "rq_segments", "rq_stream_state"):
         assert await own_db.fetchval(f"SELECT count(*) FROM {table} WHERE partition_id = $1", old["id"]) == 0
     assert (await retention_totals(own_http, queue))["deletedPartitions"] == 1
     await push(own_http, queue, "p", [3])
     assert await consume_all(own_http, queue, group="g") == [3]
     assert await consume_all(own_http, queue) == [3]
-
-
-async def test_a_partition_made_again_after_the_idle_cleanup_keeps_its_deduplication_keys(own_http, own_db, queue):
-    """The keys are the partition's name's, not its row's: once the idle cleanup has deleted the
-    partition, a push that makes it again with a transactionId still inside the window is a
-    duplicate, answered with the original message id."""
-    await configure(own_http, queue, completedRetentionSeconds=1, dedupWindowSeconds=3600)
-    item = {"queue": queue, "partition": "p", "payload": 1, "transactionId": "kept-key"}
-    first = (await own_http.post("/api/v1/push", json={"items": [item]})).json()[0]
-    assert first["status"] == "queued"
-    assert await consume_all(own_http, queue) == [1]
-    assert await eventually(lambda: equals(partition_row(own_db, queue, "p"), None), seconds=20) is True
-    again = (await own_http.post("/api/v1/push", json={"items": [item]})).json()[0]
-    assert (again["status"], again["message_id"]) == ("duplicate", first["message_id"])
-    other = (await own_http.post("/api/v1/push", json={"items": [{**item, "transactionId": "new-key"}]})).json()[0]
-    assert other["status"] == "queued"
-    assert await consume_all(own_http, queue) == [1]
 
 
 async def test_a_partition_with_messages_or_a_live_lease_is_kept(own_http, own_db, own_database, queue):
@@ -532,7 +515,7 @@ async def test_pushes_racing_the_idle_cleanup_are_all_delivered(own_http, own_db
 # The database stops growing
 
 SIZE_SQL = ("SELECT sum(pg_total_relation_size(t))::bigint "
-            "FROM unnest('{rq_segments,rq_partitions,rq_consumers,rq_dedup_keys}'::regclass[]) t")
+            "FROM unnest('{rq_segments,rq_partitions,rq_consumers,rq_dedup}'::regclass[]) t")
 
 
 async def test_the_database_stops_growing_under_steady_load(own_http, own_db, queue):

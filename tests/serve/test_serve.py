@@ -174,7 +174,7 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
         assert returned[0]["notice"].startswith("q\n")
     finally:
         await conn.close()
-    assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup_keys", "rq_dlq",
+    assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
             "rq_consumer_groups"} <= tables
 
 

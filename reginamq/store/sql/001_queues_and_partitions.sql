@@ -144,47 +144,20 @@ BEGIN
 END;
 $$;
 
--- The deduplication keys, written only for queues with a window: one fixed-width row a
--- key, the 128-bit hash of (queue id, partition name, transactionId) beside the id of the
--- message stored under it, so the key and its index entry are 16 bytes whatever the
--- transactionId's length. The partition's name, not its id: a partition the idle cleanup
--- deleted and a push created again keeps its keys; a queue deleted and created again has a
--- new id, so its old keys are unreachable and only wait for the purge. Names hold no control
--- character (engine/names.py), so the newline separates the parts unambiguously.
-CREATE OR REPLACE FUNCTION rq_dedup_key(p_queue_id bigint, p_partition text, p_txid text) RETURNS uuid
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT md5(p_queue_id::text || E'\n' || p_partition || E'\n' || p_txid)::uuid
-$$;
-
-CREATE TABLE IF NOT EXISTS rq_dedup_keys (
-    key         uuid PRIMARY KEY,
-    message_id  uuid NOT NULL,
-    expires_at  timestamptz NOT NULL
+-- The transactionId sidecar for deduplication: written only for queues with a window.
+CREATE TABLE IF NOT EXISTS rq_dedup (
+    partition_id    uuid NOT NULL,
+    transaction_id  text NOT NULL,
+    message_id      uuid NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    PRIMARY KEY (partition_id, transaction_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
 -- The purge (rq_dedup_purge_step) finds expired keys through this index. A btree, not BRIN:
 -- the purge frees pages at the old end of the table, vacuum hands them to new keys, and a BRIN
 -- range never narrows again, so once the table has turned over one window every range answers
 -- 'maybe' and every purge step reads the whole table. Keys come in expiry order per queue, so
--- the btree is appended to at its right end, and the purge reads only what it deletes; the
--- keys of one push share one expiry, which the index stores once.
-CREATE INDEX IF NOT EXISTS rq_dedup_keys_expires ON rq_dedup_keys (expires_at);
-
--- Keys stored by partition id and transactionId (rq_dedup) move to their hashes.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM rq_migrations WHERE name = 'dedup-keys-hashed') THEN
-        IF to_regclass('rq_dedup') IS NOT NULL THEN
-            INSERT INTO rq_dedup_keys (key, message_id, expires_at)
-            SELECT rq_dedup_key(p.queue_id, p.name, d.transaction_id), d.message_id, d.expires_at
-            FROM rq_dedup d JOIN rq_partitions p ON p.id = d.partition_id
-            WHERE d.expires_at > now()
-            ON CONFLICT (key) DO NOTHING;
-            DROP TABLE rq_dedup;
-        END IF;
-        INSERT INTO rq_migrations (name) VALUES ('dedup-keys-hashed');
-    END IF;
-END;
-$$;
+-- the btree is appended to at its right end, and the purge reads only what it deletes.
+CREATE INDEX IF NOT EXISTS rq_dedup_expires ON rq_dedup (expires_at);
 
 -- The whole consumption model: a cursor and at most one lease per (partition, group).
 -- committed: every offset <= committed is done. A live lease covers span_start..span_end.

@@ -54,12 +54,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz;
     v_group_pids    uuid[];
-    v_group_qids    bigint[];
     v_group_windows int[];
     v_group_sealed  bool[];
     v_pids    uuid[];
     v_windows int[];
-    v_keys    uuid[];
     v_item_queues text[];
     v_fresh   bool[];
     v_attempt int;
@@ -71,10 +69,9 @@ BEGIN
     -- a push to existing partitions (nearly every push) one statement instead of the call
     -- and its two.
     FOR v_attempt IN 1..2 LOOP
-        SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.id ORDER BY g.ord),
-               array_agg(q.dedup_window_seconds ORDER BY g.ord),
+        SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.dedup_window_seconds ORDER BY g.ord),
                array_agg(coalesce(q.encryption_enabled, false) ORDER BY g.ord), bool_or(q.max_size > 0)
-        INTO v_group_pids, v_group_qids, v_group_windows, v_group_sealed, v_size_limited
+        INTO v_group_pids, v_group_windows, v_group_sealed, v_size_limited
         FROM unnest(p_queue, p_partition) WITH ORDINALITY AS g(qname, pname, ord)
         JOIN rq_queues q ON q.name = g.qname
         JOIN rq_partitions p ON p.queue_id = q.id AND p.name = g.pname;
@@ -85,12 +82,9 @@ BEGIN
         END IF;
         PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
     END LOOP;
-    -- each item's partition and window, and its deduplication key where its queue has a window
-    SELECT array_agg(v_group_pids[t.g] ORDER BY t.ord), array_agg(v_group_windows[t.g] ORDER BY t.ord),
-           array_agg(CASE WHEN v_group_windows[t.g] > 0
-                          THEN rq_dedup_key(v_group_qids[t.g], p_partition[t.g], t.txid) END ORDER BY t.ord)
-    INTO v_pids, v_windows, v_keys
-    FROM unnest(p_group, p_txid) WITH ORDINALITY AS t(g, txid, ord);
+    SELECT array_agg(v_group_pids[t.g] ORDER BY t.ord), array_agg(v_group_windows[t.g] ORDER BY t.ord)
+    INTO v_pids, v_windows
+    FROM unnest(p_group) WITH ORDINALITY AS t(g, ord);
 
     -- An encrypted queue stores sealed fragments only: byte 43 (after '"id":"<uuid>"') is 0 in
     -- a sealed fragment and a comma in a plaintext one. The broker seals; this makes sure.
@@ -115,25 +109,27 @@ BEGIN
     -- ON CONFLICT path.
     IF EXISTS (SELECT 1 FROM unnest(v_windows) w WHERE w > 0) THEN
         BEGIN
-            INSERT INTO rq_dedup_keys (key, message_id, expires_at)
-            SELECT t.key, t.msg_id, v_now + make_interval(secs => t.win)
-            FROM unnest(v_keys, p_msg_id, v_windows) AS t(key, msg_id, win)
+            INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)
+            SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
+            FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
             WHERE t.win > 0;
             v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
         EXCEPTION WHEN unique_violation THEN
             WITH claimed AS (
-                INSERT INTO rq_dedup_keys AS d (key, message_id, expires_at)
-                SELECT t.key, t.msg_id, v_now + make_interval(secs => t.win)
-                FROM unnest(v_keys, p_msg_id, v_windows) AS t(key, msg_id, win)
+                INSERT INTO rq_dedup AS d (partition_id, transaction_id, message_id, expires_at)
+                SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
+                FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
                 WHERE t.win > 0
-                ON CONFLICT (key) DO UPDATE
+                ON CONFLICT (partition_id, transaction_id) DO UPDATE
                     SET message_id = EXCLUDED.message_id, expires_at = EXCLUDED.expires_at
                     WHERE d.expires_at <= v_now
-                RETURNING d.key
+                RETURNING d.partition_id, d.transaction_id
             )
-            SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c WHERE c.key = t.key) ORDER BY t.ord)
+            SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c
+                                                   WHERE c.partition_id = t.pid AND c.transaction_id = t.txid)
+                             ORDER BY t.ord)
             INTO v_fresh
-            FROM unnest(v_keys, v_windows) WITH ORDINALITY AS t(key, win, ord);
+            FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
         END;
     ELSE
         v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
@@ -209,8 +205,8 @@ BEGIN
     IF false = ANY (v_fresh) THEN
         RETURN QUERY
         SELECT (t.ord - 1)::int, d.message_id, NULL::text
-        FROM unnest(v_keys, v_fresh) WITH ORDINALITY AS t(key, fresh, ord)
-        JOIN rq_dedup_keys d ON d.key = t.key
+        FROM unnest(v_pids, p_txid, v_fresh) WITH ORDINALITY AS t(pid, txid, fresh, ord)
+        JOIN rq_dedup d ON d.partition_id = t.pid AND d.transaction_id = t.txid
         WHERE NOT t.fresh;
     END IF;
 END;

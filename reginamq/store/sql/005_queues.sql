@@ -10,8 +10,7 @@ BEGIN
     END IF;
     DELETE FROM rq_segments s USING rq_partitions p WHERE p.queue_id = v_queue_id AND s.partition_id = p.id;
     DELETE FROM rq_consumers c USING rq_partitions p WHERE p.queue_id = v_queue_id AND c.partition_id = p.id;
-    -- its deduplication keys are left to the purge: a queue made again has a new id, so they
-    -- match nothing (rq_dedup_key, 001_queues_and_partitions.sql)
+    DELETE FROM rq_dedup d USING rq_partitions p WHERE p.queue_id = v_queue_id AND d.partition_id = p.id;
     -- streaming queries' state of its partitions (015_streams.sql)
     DELETE FROM rq_stream_state t USING rq_partitions p WHERE p.queue_id = v_queue_id AND t.partition_id = p.id;
     DELETE FROM rq_partitions WHERE queue_id = v_queue_id;

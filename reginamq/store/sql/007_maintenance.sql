@@ -337,9 +337,8 @@ $$;
 
 -- One bounded step of the idle-partition cleanup, over the same id ranges as the retention
 -- workers: of the next p_window partitions of the range from p_from on, those that are empty
--- (no segment), have no live lease and no dead letter, and were not written for
--- p_idle_seconds, are deleted with their cursors. Their deduplication keys stay: they are
--- keyed by the partition's name, so a push that creates it again still meets them.
+-- (no segment), have no live lease, no live deduplication key and no dead letter, and were
+-- not written for p_idle_seconds, are deleted with their cursors and deduplication rows.
 -- Returns how many went and where the next step starts (NULL: the range is done). This walk
 -- visits every partition, so the loop paces it (a step per worker and round): partitions go
 -- idle over days, and a walk over every partition at full speed would take a core.
@@ -374,6 +373,7 @@ BEGIN
         WHERE p.id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
           AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
           AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
+          AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
           AND NOT EXISTS (SELECT 1 FROM rq_dlq x WHERE x.queue_id = p.queue_id AND x.partition_id = p.id)
         ORDER BY p.id
         FOR UPDATE OF p SKIP LOCKED
@@ -388,6 +388,7 @@ BEGIN
             FOR UPDATE SKIP LOCKED) l;
         CONTINUE WHEN v_locked < v_n;
         DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
+        DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
         DELETE FROM rq_stream_state t WHERE t.partition_id = v_part.id;  -- no partition will read it again
         DELETE FROM rq_partitions p WHERE p.id = v_part.id;
         v_idle_qid := v_idle_qid || v_part.queue_id;
@@ -430,8 +431,8 @@ $$;
 CREATE OR REPLACE FUNCTION rq_dedup_purge_step(p_limit int) RETURNS int
 LANGUAGE sql AS $$
     WITH gone AS (
-        DELETE FROM rq_dedup_keys WHERE ctid IN (
-            SELECT ctid FROM rq_dedup_keys WHERE expires_at < now() ORDER BY expires_at LIMIT p_limit)
+        DELETE FROM rq_dedup WHERE ctid IN (
+            SELECT ctid FROM rq_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT p_limit)
         RETURNING 1
     )
     SELECT count(*)::int FROM gone

@@ -142,8 +142,7 @@ BEGIN
     END LOOP;
     IF v_n > 0 THEN
         DELETE FROM rq_dlq d WHERE d.partition_id = p_partition AND d.transaction_id = p_txid;
-        DELETE FROM rq_dedup_keys k USING rq_partitions p
-        WHERE p.id = p_partition AND k.key = rq_dedup_key(p.queue_id, p.name, p_txid);
+        DELETE FROM rq_dedup d WHERE d.partition_id = p_partition AND d.transaction_id = p_txid;
     END IF;
     RETURN v_n;
 END;
