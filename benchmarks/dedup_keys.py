@@ -16,57 +16,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import tempfile
-from pathlib import Path
 
 import asyncpg
-from payload_compression import PARTITIONS, PER_PARTITION, call_arguments
+from payload_compression import embedded_server, push_cpu
 
-from reginamq.bench.system import cpu_seconds
-from reginamq.store.embedded import EmbeddedPostgres
-from reginamq.store.messages import PUSH_SQL
 from reginamq.store.schema import apply_schema
 
 WINDOWS = (0, 3600, 0, 3600)
 
 
-async def measure(conn: asyncpg.Connection, window: int, calls: int, run: int) -> float:
-    """PostgreSQL CPU a message, in µs, pushing ``calls`` calls into a queue with ``window``."""
-    queue, rng = f"dk-{window}-{run}", random.Random(run)
-    await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2::jsonb)", queue,
-                       f'{{"dedupWindowSeconds": {window}}}')
-    prepared = [call_arguments(queue, "x", call, rng) for call in range(calls)]
-    warmup = max(1, calls // 10)
-    for arguments in prepared[:warmup]:
-        await conn.fetch(PUSH_SQL, *arguments)
-    backend = await conn.fetchval("SELECT pg_backend_pid()")
-    started = cpu_seconds(backend)
-    for arguments in prepared[warmup:]:
-        await conn.fetch(PUSH_SQL, *arguments)
-    return (cpu_seconds(backend) - started) / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6
-
-
 async def main(calls: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="reginamq-dedup-") as folder:
-        server = EmbeddedPostgres(Path(folder) / "pgdata")
-        url = server.start()
+    with embedded_server("reginamq-dedup-") as url:
+        await apply_schema(url)
+        conn = await asyncpg.connect(url)
         try:
-            await apply_schema(url)
-            conn = await asyncpg.connect(url)
-            try:
-                micros = {window: [] for window in set(WINDOWS)}
-                for run, window in enumerate(WINDOWS):
-                    micros[window].append(await measure(conn, window, calls, run))
-                    print(f"window {window:5} s: {micros[window][-1]:6.2f} µs of PostgreSQL CPU a message")
-                keys = await conn.fetchval("SELECT count(*) FROM rq_dedup")
-                size = await conn.fetchval("SELECT pg_total_relation_size('rq_dedup')")
-            finally:
-                await conn.close()
-            cost = [with_keys - without for with_keys, without in zip(micros[3600], micros[0], strict=True)]
-            print(f"rq_dedup: {keys:,} keys, {size / keys:.0f} bytes a key with its indexes; "
-                  f"a key costs {', '.join(f'{c:.2f}' for c in cost)} µs of PostgreSQL CPU")
+            micros: dict[int, list[float]] = {window: [] for window in set(WINDOWS)}
+            for run, window in enumerate(WINDOWS):
+                queue = f"dk-{window}-{run}"
+                await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2::jsonb)", queue,
+                                   f'{{"dedupWindowSeconds": {window}}}')
+                micros[window].append(await push_cpu(conn, queue, "x", calls, random.Random(run)))
+                print(f"window {window:5} s: {micros[window][-1]:6.2f} µs of PostgreSQL CPU a message")
+            keys = await conn.fetchval("SELECT count(*) FROM rq_dedup")
+            size = await conn.fetchval("SELECT pg_total_relation_size('rq_dedup')")
         finally:
-            server.stop()
+            await conn.close()
+    cost = [with_keys - without for with_keys, without in zip(micros[3600], micros[0], strict=True)]
+    print(f"rq_dedup: {keys:,} keys, {size / keys:.0f} bytes a key with its indexes; "
+          f"a key costs {', '.join(f'{c:.2f}' for c in cost)} µs of PostgreSQL CPU")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -59,39 +61,52 @@ def call_arguments(queue: str, kind: str, call: int, rng: random.Random) -> tupl
     return [queue] * PARTITIONS, partitions, groups, join_names(ids), join_uuids(ids), fragments, "{}", True
 
 
-async def measure(url: str, method: str, kind: str, calls: int, run: int) -> tuple[float, float]:
-    await apply_schema(url, method)
-    queue, rng = f"pc-{method}-{kind}-{run}", random.Random(7)
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, '{\"dedupWindowSeconds\": 0}')", queue)
-        prepared = [call_arguments(queue, kind, call, rng) for call in range(calls)]
-        warmup = max(1, calls // 10)
-        for arguments in prepared[:warmup]:
-            await conn.fetch(PUSH_SQL, *arguments)
-        backend = await conn.fetchval("SELECT pg_backend_pid()")
-        started = cpu_seconds(backend)
-        for arguments in prepared[warmup:]:
-            await conn.fetch(PUSH_SQL, *arguments)
-        seconds = cpu_seconds(backend) - started
-        stored = float(await conn.fetchval(STORED_SQL, queue)) / PER_PARTITION
-    finally:
-        await conn.close()
-    return seconds / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6, stored
+async def push_cpu(conn: asyncpg.Connection, queue: str, kind: str, calls: int, rng: random.Random) -> float:
+    """``calls`` rq_push calls into ``queue`` (a tenth of them first, unmeasured): PostgreSQL
+    CPU a message, in µs (the backend's own CPU time)."""
+    prepared = [call_arguments(queue, kind, call, rng) for call in range(calls)]
+    warmup = max(1, calls // 10)
+    for arguments in prepared[:warmup]:
+        await conn.fetch(PUSH_SQL, *arguments)
+    backend = await conn.fetchval("SELECT pg_backend_pid()")
+    started = cpu_seconds(backend)
+    for arguments in prepared[warmup:]:
+        await conn.fetch(PUSH_SQL, *arguments)
+    return (cpu_seconds(backend) - started) / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6
 
 
-async def main(calls: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="reginamq-compression-") as folder:
+@contextlib.contextmanager
+def embedded_server(prefix: str) -> Iterator[str]:
+    """An embedded PostgreSQL in a temporary folder, for the block; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         server = EmbeddedPostgres(Path(folder) / "pgdata")
         url = server.start()
         try:
-            for kind in ("x", "json", "hex"):
-                for run, method in enumerate(METHODS):
-                    micros, stored = await measure(url, method, kind, calls, run)
-                    print(f"{kind:5} {method:5} {micros:6.2f} µs of PostgreSQL CPU a message, "
-                          f"{stored:5.0f} bytes stored a message")
+            yield url
         finally:
             server.stop()
+
+
+async def measure(url: str, method: str, kind: str, calls: int, run: int) -> tuple[float, float]:
+    await apply_schema(url, method)
+    queue = f"pc-{method}-{kind}-{run}"
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, '{\"dedupWindowSeconds\": 0}')", queue)
+        micros = await push_cpu(conn, queue, kind, calls, random.Random(7))
+        stored = float(await conn.fetchval(STORED_SQL, queue)) / PER_PARTITION
+    finally:
+        await conn.close()
+    return micros, stored
+
+
+async def main(calls: int) -> None:
+    with embedded_server("reginamq-compression-") as url:
+        for kind in ("x", "json", "hex"):
+            for run, method in enumerate(METHODS):
+                micros, stored = await measure(url, method, kind, calls, run)
+                print(f"{kind:5} {method:5} {micros:6.2f} µs of PostgreSQL CPU a message, "
+                      f"{stored:5.0f} bytes stored a message")
 
 
 if __name__ == "__main__":
