@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from reginamq.common.errors import BadRequest
@@ -83,11 +81,9 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
     return prepared
 
 
-async def write(store: Store, prepared: PreparedAcks,
-                before_announcing: Callable[[list[str]], list[str]] | None = None) -> list[dict]:
-    """One ack call (the store announces the partitions with work again, through
-    ``before_announcing`` outside a transaction); the answer per acknowledgement, in request
-    order.
+async def write(store: Store, prepared: PreparedAcks) -> list[dict]:
+    """One ack call (the store announces the partitions with work again); the answer per
+    acknowledgement, in request order.
 
     The store answers an item of its own only when its cursor went through the per-message
     rules; the items of whole spans acknowledged and released (an ack of a pop, nearly every
@@ -95,7 +91,7 @@ async def write(store: Store, prepared: PreparedAcks,
     if not prepared.txids:
         return []
     rows = await store.messages.ack(prepared.groups, prepared.partitions, prepared.txids, prepared.leases,
-                                    prepared.statuses, prepared.errors, before_announcing)
+                                    prepared.statuses, prepared.errors)
     answered: dict[int, object] = {}
     released = 0
     for row in rows:

@@ -43,11 +43,12 @@ class Broker:
         self.meter = Meter()
         self.waiters = Waiters(on_config_change=self._forget_options, hot=self.hot,
                                on_queue_change=self.policies.forget, on_push_wake=self.meter.woke)
+        # this process wakes its own parked pops before its pushes and acks announce (waiters.py)
+        self.store.messages.announce_through(self.waiters.wake_before_announcing)
         self.lease_watcher = LeaseWatcher(self.store, self.hot, self.waiters)
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.store, self.sealer)
-        self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000,
-                                 self.waiters.wake_before_announcing)
+        self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()
 

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
 
 from reginamq.common.errors import QueueFull, Refused, Unavailable
 from reginamq.engine import push
@@ -40,10 +39,8 @@ RECONNECT_PAUSES = (0.02, 0.2)
 
 
 class PushFusion:
-    def __init__(self, store: Store, sealer: Sealer, spool: Spool | None, spacing: float,
-                 before_announcing: Callable[[list[str]], list[str]] | None = None):
+    def __init__(self, store: Store, sealer: Sealer, spool: Spool | None, spacing: float):
         self._store = store
-        self._before_announcing = before_announcing  # this process wakes its own pops first (waiters.py)
         # Also how soon after its connection's last push answer a request follows that answer
         # (its producer waited for it). One spacing, not half: producers sharing one event loop
         # (the official client's usual shape) take a while to all send again, and counted within
@@ -155,11 +152,10 @@ class PushFusion:
         session): try fresh ones briefly before falling back to the spool."""
         for pause in RECONNECT_PAUSES:
             try:
-                return await push.execute(self._store, merged, self._sealer,
-                                          before_announcing=self._before_announcing)
+                return await push.execute(self._store, merged, self._sealer)
             except Unavailable:
                 await asyncio.sleep(pause)
-        return await push.execute(self._store, merged, self._sealer, before_announcing=self._before_announcing)
+        return await push.execute(self._store, merged, self._sealer)
 
     async def _flush(self, batch) -> None:
         if not batch:

@@ -108,5 +108,6 @@ class Meter:
     def woke(self, pops: int, heard: bool = True) -> None:
         """A push's announcement woke ``pops`` parked pops: heard, or (``heard`` False) about to
         be sent by this process, which woke its own pops first."""
-        self.push_notices += heard
+        if heard:
+            self.push_notices += 1
         self.wakeups += pops

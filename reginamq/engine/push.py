@@ -7,8 +7,6 @@ The payload is never decoded: msgspec hands us its raw JSON bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 import orjson
 import uuid_utils
@@ -98,11 +96,10 @@ def prepare(items: list[PushItem], producer_sub: str | None = None,
     return prepared
 
 
-async def execute(store: Store, prepared: PreparedPush, sealer: Sealer, enforce_max_size: bool = True,
-                  before_announcing: Callable[[list[str]], list[str]] | None = None) -> dict[int, str]:
-    """Write the push (the store announces what it wrote: after the commit, passing the
-    notices through ``before_announcing`` first, or inside the caller's transaction); returns
-    {column index: original message id} for duplicates.
+async def execute(store: Store, prepared: PreparedPush, sealer: Sealer,
+                  enforce_max_size: bool = True) -> dict[int, str]:
+    """Write the push (the store announces what it wrote: after the commit, or inside the
+    caller's transaction); returns {column index: original message id} for duplicates.
 
     Fragments of encrypted queues are sealed first. ``enforce_max_size`` is off only for the
     spool's replay: those messages were already acknowledged to their producers, so a queue
@@ -111,7 +108,7 @@ async def execute(store: Store, prepared: PreparedPush, sealer: Sealer, enforce_
         return {}
     seal(prepared, sealer, await sealer.encrypted_queues(store))
     try:
-        rows = await _push(store, prepared, enforce_max_size, before_announcing)
+        rows = await _push(store, prepared, enforce_max_size)
     except Unsealed as refused:
         # A queue was encrypted since this process last looked: look again, seal, and (outside
         # a transaction, where the refused call left nothing behind) write again.
@@ -119,7 +116,7 @@ async def execute(store: Store, prepared: PreparedPush, sealer: Sealer, enforce_
             sealer.forget()
             raise Unavailable("a queue of this push was just encrypted; send it again") from None
         seal(prepared, sealer, await sealer.encrypted_queues(store, fresh=True))
-        rows = await _push(store, prepared, enforce_max_size, before_announcing)
+        rows = await _push(store, prepared, enforce_max_size)
     return {row[0]: row[1] for row in rows if row[0] is not None}
 
 
@@ -132,11 +129,10 @@ def pairs(prepared: PreparedPush) -> tuple[list[str], list[str], list[int]]:
     return [queue for queue, _ in index], [partition for _, partition in index], groups
 
 
-async def _push(store: Store, prepared: PreparedPush, enforce_max_size: bool,
-                before_announcing: Callable[[list[str]], list[str]] | None):
+async def _push(store: Store, prepared: PreparedPush, enforce_max_size: bool):
     queues, partitions, groups = pairs(prepared)
     return await store.messages.push(queues, partitions, groups, prepared.txids, prepared.message_ids,
-                                     prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size, before_announcing)
+                                     prepared.fragments, NEW_QUEUE_OPTIONS, enforce_max_size)
 
 
 def seal(prepared: PreparedPush, sealer: Sealer, encrypted: frozenset[str]) -> None:

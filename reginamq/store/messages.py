@@ -4,7 +4,8 @@ Each call is one statement. A push's and an ack's notices (the partitions with w
 wake-ups and hints of engine/waiters.py and engine/hot_partitions.py) are announced on the connection
 that made the write: after its commit when the call runs on its own, with the caller's commit
 inside a transaction (see notices.py). One pooled connection carries the write and its
-announcement, two statements in a row.
+announcement, two statements in a row; between them the notices pass through the hook the
+process registered (:meth:`Messages.announce_through`), which may act on them first.
 
 Columns of names and UUIDs travel joined into one string each and are split in SQL
 (columns.py).
@@ -59,10 +60,25 @@ class Unsealed(Exception):
 
 
 class Messages(Family):
+    __slots__ = ("_before_announcing",)
+
+    def __init__(self, executor):
+        super().__init__(executor)
+        self._before_announcing: Callable[[list[str]], list[str]] | None = None
+
+    def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
+        """Pass the notices of every push and ack made on the pool (not in a transaction) through
+        ``hook`` once the write has committed: it gets them and returns the ones to send."""
+        self._before_announcing = hook
+
+    async def _announce_after_commit(self, conn: Connection, notices: list[str]) -> None:
+        if notices and self._before_announcing is not None:
+            notices = self._before_announcing(notices)
+        await send_after_commit(conn, CHANNEL, notices)
+
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
-                   enforce_max_size: bool,
-                   before_announcing: Callable[[list[str]], list[str]] | None = None) -> list[Row]:
+                   enforce_max_size: bool) -> list[Row]:
         """Appends one message per fragment, all or none, and announces the partitions written.
 
         ``queues``/``partitions`` are the distinct pairs of the push, ``pairs`` each message's
@@ -72,17 +88,13 @@ class Messages(Family):
         notice)``: one per such duplicate (its index, the stored message's id), and the notices
         (``item`` NULL). Raises :class:`QueueFull` (nothing written) when a queue would pass its
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
-        fragment bound for an encrypted queue. Outside a transaction, ``before_announcing`` gets
-        the notices once the push has committed and returns the ones to send."""
+        fragment bound for an encrypted queue."""
         arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_uuids(message_ids),
                      fragments, new_queue_options, enforce_max_size)
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)
-                notices = [row[2] for row in rows if row[2] is not None]
-                if notices and before_announcing is not None:
-                    notices = before_announcing(notices)
-                await send_after_commit(conn, CHANNEL, notices)
+                await self._announce_after_commit(conn, [row[2] for row in rows if row[2] is not None])
                 return rows
 
             return await self._db.run(push_and_announce)
@@ -121,11 +133,10 @@ class Messages(Family):
         return await self._db.fetchval(READY_SQL, queue, partition, group, partitions, batch)
 
     async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
-                  statuses: list[str], errors: list[str | None],
-                  before_announcing: Callable[[list[str]], list[str]] | None = None) -> list[Row]:
+                  statuses: list[str], errors: list[str | None]) -> list[Row]:
         """Applies the acknowledgements (one per index of the columns; status ``completed``,
         ``retry``, ``dlq`` or ``failed``) atomically, and announces the partitions that have
-        work again (outside a transaction through ``before_announcing``, as :meth:`push`).
+        work again.
 
         Rows ``(item, success, error, lease_released, dlq, noop, notice, released)``: one per
         acknowledgement that went through the per-message rules (its index); one with
@@ -138,10 +149,7 @@ class Messages(Family):
         if isinstance(self._db, Database):
             async def ack_and_announce(conn: Connection) -> list[Row]:
                 rows = await conn.fetch(ACK_SQL, *arguments)
-                notices = [row[6] for row in rows if row[6] is not None]
-                if notices and before_announcing is not None:
-                    notices = before_announcing(notices)
-                await send_after_commit(conn, CHANNEL, notices)
+                await self._announce_after_commit(conn, [row[6] for row in rows if row[6] is not None])
                 return rows
 
             return await self._db.run(ack_and_announce)

@@ -127,7 +127,8 @@ async def test_the_pushing_process_wakes_its_own_pops_and_the_others_only_the_gr
         bound_here = here.park(queue, "bound", bound=True)
         bound_there = there.park(queue, "bound")
         prepared = push.prepare([push.PushItem(queue=queue, partition="p1", payload=msgspec.Raw(b"1"))])
-        await push.execute(store, prepared, Sealer(), before_announcing=here.wake_before_announcing)
+        store.messages.announce_through(here.wake_before_announcing)
+        await push.execute(store, prepared, Sealer())
         assert served_here.done() and bound_here.done()  # at once, before the notice went out
         assert here_woken[0] == (2, False)  # woken here, counted as no announcement heard
         assert await asyncio.wait_for(asyncio.gather(only_there, bound_there), 5) == [True, True]
