@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 import uuid
 from datetime import datetime
@@ -203,9 +204,12 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
     fill_until = None
     first_attempt = True
     heard_all = True
+    sized_for = sized = plan = None
     while True:
         conflating = _conflating(broker.policies, key, request)
-        sized, plan = _size(broker, request, key, conflating)
+        if request.autopilot or sized is None or conflating != sized_for:  # autopilot re-plans each attempt
+            sized, plan = _size(broker, request, key, conflating)
+            sized_for = conflating
         parked = (waiters.park(request.queue, request.group, sized.partitions, bound=request.partition is not None)
                   if request.wait else None)
         try:
@@ -327,10 +331,33 @@ def _answer(rows: list, lease_id: str, conflating: bool | None, request: PopRequ
 
 
 async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float) -> bool:
-    """Wait for a wake-up (or the client hanging up) at most ``seconds``; True if one came."""
-    watched = {parked} if client_gone is None else {parked, client_gone}
-    done, _ = await asyncio.wait(watched, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    return bool(done)
+    """Wait for a wake-up (or the client hanging up) at most ``seconds``; True if one came.
+    ``parked`` is this pop's own future (waiters.py), so the time-out and the hang-up settle it
+    directly: one timer and no helper future per wait, for a wait that mostly times out."""
+    if parked.done():
+        return True
+    timer = asyncio.get_running_loop().call_later(seconds, _settle, parked, TIMED_OUT)
+    hang_up = functools.partial(_hung_up, parked)
+    if client_gone is not None:
+        client_gone.add_done_callback(hang_up)
+    try:
+        return await parked is not TIMED_OUT
+    finally:
+        timer.cancel()
+        if client_gone is not None:
+            client_gone.remove_done_callback(hang_up)
+
+
+TIMED_OUT = object()
+
+
+def _settle(parked: asyncio.Future, value) -> None:
+    if not parked.done():
+        parked.set_result(value)
+
+
+def _hung_up(parked: asyncio.Future, _client_gone: asyncio.Future) -> None:
+    _settle(parked, False)
 
 
 def _reads_hints(request: PopRequest) -> bool:

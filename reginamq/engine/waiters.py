@@ -60,8 +60,8 @@ class Waiters:
         self._on_push_wake = on_push_wake
         self._on_queue_change = on_queue_change
         self._hot = hot
-        self._syncs: dict[str, asyncio.Future] = {}
-        self._gathering: asyncio.Future | None = None  # the sync round not sent yet
+        self._syncs: dict[str, asyncio.Future] = {}  # token -> heard back
+        self._gathering: list[asyncio.Future] | None = None  # the callers of the round not sent yet
         self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
         # queue (or ANY_QUEUE) -> consumer group -> its parked pops, each with the partitions it
@@ -257,35 +257,39 @@ class Waiters:
         """
         if not self.listening or self._closing:
             return False
-        gathering = self._gathering
-        if gathering is None:
-            gathering = self._gathering = asyncio.get_running_loop().create_future()
-            token = next(self._sync_tokens)
-            self._syncs[token] = gathering
-            sending = asyncio.get_running_loop().create_task(self._send_sync(store, token, gathering))
+        loop = asyncio.get_running_loop()
+        heard = loop.create_future()  # this caller's own: its cancellation touches no other
+        if self._gathering is None:
+            self._gathering = []
+            sending = loop.create_task(self._send_sync(store, self._gathering))
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
-        try:
-            return await asyncio.wait_for(asyncio.shield(gathering), SYNC_TIMEOUT)
-        except TimeoutError:
-            return False
+        self._gathering.append(heard)
+        return await heard
 
-    async def _send_sync(self, store: Store, token: str, heard: asyncio.Future) -> None:
+    async def _send_sync(self, store: Store, callers: list[asyncio.Future]) -> None:
+        """One round: send a token, wait (at most SYNC_TIMEOUT from the round's start) to hear
+        it back, and answer every caller that joined the round."""
+        token = next(self._sync_tokens)
+        echoed = asyncio.get_running_loop().create_future()
+        self._syncs[token] = echoed
+
         def sending() -> None:
-            if self._gathering is heard:
+            if self._gathering is callers:
                 self._gathering = None  # who comes from now on needs a later notification
 
+        heard = False
         try:
-            await store.notices.notify(SYNC_CHANNEL, [token], sending)
-            await asyncio.wait_for(asyncio.shield(heard), SYNC_TIMEOUT)
+            async with asyncio.timeout(SYNC_TIMEOUT):
+                await store.notices.notify(SYNC_CHANNEL, [token], sending)
+                heard = await echoed
         except Exception as error:  # the callers answer False: their pops look everything up
-            log.debug("sync failed: %s", error)
+            log.debug("sync failed: %s", error or type(error).__name__)
         finally:
             self._syncs.pop(token, None)
-            if self._gathering is heard:
+            if self._gathering is callers:
                 self._gathering = None
-            if not heard.done():
-                heard.set_result(False)
+            _resolve(callers, heard)
 
     def _on_sync(self, token: str) -> None:
         heard = self._syncs.get(token)

@@ -180,6 +180,21 @@ async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its
         await observer.close()
 
 
+async def test_a_sync_caller_that_gives_up_leaves_the_others_of_its_round_answered(database_url):
+    """A pop cancelled while it waits for its round (its client hung up, the broker stops)
+    must not cancel the round its neighbours wait on."""
+    waiters = Waiters()
+    async with listening(waiters, database_url) as store:
+        await wait_listening(waiters)
+        callers = [asyncio.ensure_future(waiters.sync(store)) for _ in range(3)]
+        await asyncio.sleep(0)  # all three have joined the round
+        callers[1].cancel()
+        results = await asyncio.gather(*callers, return_exceptions=True)
+        assert results[0] is True and results[2] is True
+        assert isinstance(results[1], asyncio.CancelledError)
+        assert await waiters.sync(store) is True  # a later round is not blocked by the cancelled call
+
+
 async def test_an_expired_lease_becomes_a_hint_for_its_reader_and_wakes_a_pop(database_url):
     """A lease that runs out announces nothing; the watcher is how a waiting reader hears."""
     hot = HotPartitions()

@@ -7,8 +7,8 @@ import time
 
 import httpx
 
-from tests.conftest import let_a_long_poll_park
-from tests.integration.helpers import push, unique
+from tests.conftest import eventually, let_a_long_poll_park
+from tests.integration.helpers import configure, push, unique
 
 
 async def test_empty_long_poll_answers_204_after_the_timeout(http, queue):
@@ -127,3 +127,27 @@ async def test_a_lease_expiring_during_a_long_poll_is_delivered_to_it(http, queu
     assert message["id"] == first["messages"][0]["id"]
     assert message["deliveryAttempt"] == 2
     assert time.monotonic() - started < 3.5
+
+
+async def test_a_long_poll_whose_client_hung_up_leases_nothing(broker_url, http, queue):
+    """A client that hangs up mid-wait ends its long poll: a push that comes after it goes to
+    the group's next pop instead of being leased to a connection nobody reads."""
+    await configure(http, queue)  # the group's subscription starts at the pop that leaves
+    params = {"wait": "true", "timeout": "20000", "consumerGroup": "g"}
+
+    async def group_subscribed():
+        answer = await http.get("/api/v1/consumer-groups/g", params={"queue": queue})
+        return queue in answer.json()
+
+    async with httpx.AsyncClient(base_url=broker_url, timeout=30) as leaving:
+        waiting = asyncio.create_task(leaving.get(f"/api/v1/pop/queue/{queue}", params=params))
+        assert await eventually(group_subscribed)
+        await let_a_long_poll_park()
+        assert not waiting.done()
+        waiting.cancel()
+    await let_a_long_poll_park()  # the broker hears the hang-up
+    await push(http, queue, {"n": 1})
+    await let_a_long_poll_park()  # a poll still parked would have been woken and leased it by now
+    response = await http.get(f"/api/v1/pop/queue/{queue}", params={**params, "timeout": "5000"})
+    assert response.status_code == 200, response.text
+    assert [m["data"] for m in response.json()["messages"]] == [{"n": 1}]
