@@ -4,10 +4,13 @@ Once a push has committed, the store announces ``queue + "\n" + partition ids`` 
 ``rq_push`` channel (store/notices.py); every broker process listens on one connection of its
 own and wakes the pops parked on that queue, so a push on any worker process or node wakes a
 waiter at once, and hands the partition ids to the process's hot list (hot_partitions.py), where
-wildcard pops look first. The process that pushed wakes its own parked pops before it
-announces (:meth:`Waiters.wake_before_announcing`) and adds to the notice, a line each, the
+wildcard pops look first. The process that pushed hands the partitions to its hot list and
+wakes its own parked pops before it announces (:meth:`Waiters.wake_before_announcing`), so a
+pop it wakes finds the partitions it was woken for, and adds to the notice, a line each, the
 consumer groups it has fully served, whose pops the other processes then leave parked: a push
-wakes as many pops as its partitions need across all processes, not that many in each.
+wakes as many pops as its partitions need across all processes, not that many in each. Hearing
+its own notice back, the process does not hand the partitions out again (a hint its pop
+already took would cost an empty query).
 Notifications are hints only: a waiter that misses one still re-checks on its own back-off
 schedule, so a lost hint costs latency, never a message.
 The same connection hears ``rq_config`` (a queue was configured or deleted), so what a process caches
@@ -20,6 +23,7 @@ process hears a notification it sent itself, it has heard every one committed be
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import itertools
@@ -35,6 +39,7 @@ log = logging.getLogger("reginamq.waiters")
 ANY_QUEUE = "*"
 SYNC_TIMEOUT = 1.0  # a database this slow to echo a notification makes a look-up no cheaper
 MAX_NOTICE_BYTES = 7_900  # PostgreSQL refuses a notification payload of 8,000 bytes or more
+MAX_OWN_NOTICES = 10_000  # own notices awaiting their echo; more means the echoes were lost
 
 
 def ephemeral_key(queue: str) -> str:
@@ -68,6 +73,9 @@ class Waiters:
         # may claim and whether it is bound to one partition, insertion-ordered: the longest
         # waiter of a group is woken first.
         self._parked: dict[str, dict[str, dict[asyncio.Future, tuple[int, bool]]]] = {}
+        # "queue\npartitions" of the notices this process handed to its hot list before sending
+        # them: hearing one of them back adds no hint (a count each, the same notice may repeat)
+        self._own_notices: collections.Counter[str] = collections.Counter()
         self._listener: Listener | None = None
         self._listening = False  # the LISTENs are in place on self._listener
         self._task: asyncio.Task | None = None
@@ -128,6 +136,10 @@ class Waiters:
         out = []
         for notice in notices:
             queue, _, partitions = notice.partition("\n")
+            if self._hot is not None:
+                self._hot.pushed(queue, partitions.split(","))
+                if self.listening:
+                    self._remember_own(notice)
             woken, served = self._wake(queue, None, partitions.count(",") + 1, frozenset())
             self._on_push_wake(woken, False)
             room = MAX_NOTICE_BYTES - len(notice.encode())
@@ -216,6 +228,7 @@ class Waiters:
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
                 self._wake_all()
                 self._on_config_change()
+                self._own_notices.clear()
                 if self._hot is not None:
                     self._hot.forget()
                 await lost
@@ -226,16 +239,31 @@ class Waiters:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
+    def _remember_own(self, notice: str) -> None:
+        if len(self._own_notices) >= MAX_OWN_NOTICES:  # some were never heard back: hint twice rather than never
+            self._own_notices.clear()
+        self._own_notices[notice] += 1
+
+    def _heard_own(self, notice: str) -> bool:
+        count = self._own_notices.get(notice)
+        if not count:
+            return False
+        if count == 1:
+            del self._own_notices[notice]
+        else:
+            self._own_notices[notice] = count - 1
+        return True
+
     def _on_notify(self, payload: str) -> None:
         queue, _, partitions = payload.partition("\n")
         partitions, *served = partitions.split("\n")
         if not partitions:  # a consumer group sought or deleted: not a push
             self._on_queue_change(queue)
         if self._hot is not None:
-            if partitions:
-                self._hot.pushed(queue, partitions.split(","))
-            else:
+            if not partitions:
                 self._hot.changed(queue)
+            elif not self._heard_own(f"{queue}\n{partitions}"):
+                self._hot.pushed(queue, partitions.split(","))
         if partitions:
             self._on_push_wake(self.wake(queue, partitions=partitions.count(",") + 1, served=frozenset(served)), True)
         else:

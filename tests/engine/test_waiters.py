@@ -155,6 +155,28 @@ async def test_a_push_hands_its_partitions_to_the_readers_of_its_queue(database_
         assert hot.take(queue, "other", 1)[0] == []  # a reader that registered later saw no push
 
 
+async def test_a_pop_the_pushing_process_wakes_finds_the_partitions_it_was_woken_for(database_url):
+    """The pusher wakes its own pops before its notice goes out, so the partitions must be
+    hints by then (a woken pop with nothing to ask would wait out its back-off); hearing its
+    own notice back must not hand them out a second time."""
+    hot = HotPartitions()
+    here = Waiters(hot=hot)
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    async with listening(here, database_url) as store:
+        await wait_listening(here)
+        assert hot.take(queue, "g", 1)[0] == []  # the reader registers with its first pop
+        parked = here.park(queue, "g")
+        store.messages.announce_through(here.wake_before_announcing)
+        await push.execute(store, push.prepare([push.PushItem(queue=queue, payload=msgspec.Raw(b"1"))]), Sealer())
+        assert parked.done()
+        [partition_id] = hot.take(queue, "g", 1)[0]
+        assert await here.sync(store) is True  # the own notice is back
+        assert hot.take(queue, "g", 1)[0] == []
+        await push_one(database_url, queue)  # another process's push to the same partition
+        assert await here.sync(store) is True
+        assert hot.take(queue, "g", 1)[0] == [partition_id]
+
+
 async def test_concurrent_syncs_share_one_notification_and_a_later_one_sends_its_own(database_url):
     """Every pop of a burst needs to know it heard all pushes committed before it; one
     notification sent after they all asked proves that for all of them."""
