@@ -30,6 +30,7 @@ from reginamq.store import Store
 
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
+SHORT_WAIT_MS = 100  # a wait this short could end before an announcement on its way arrives
 DEFAULT_BATCH = 200
 DEFAULT_PARTITIONS = 1
 MAX_CONFLATING_PARTITIONS = 64  # a conflating pop claims up to this many partitions, one message each
@@ -128,6 +129,11 @@ class SweepPositions(dict):
             self._sweeping.add(key)
         return position, may_sweep
 
+    def due(self, key: tuple) -> bool:
+        """Whether a pop of the reader may sweep now, as far as the pause tells (the pause also
+        ends when the reader's hints begin again: :meth:`position` knows that)."""
+        return key not in self._sweeping and time.monotonic() >= self.get(key, (NO_POSITION, 0.0))[1]
+
     def release(self, key: tuple) -> None:
         """The pop that was allowed to sweep has its answer (or failed): another may sweep."""
         self._sweeping.discard(key)
@@ -204,6 +210,9 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
     fill_until = None
     first_attempt = True
     heard_all = True
+    # An answer now (or soon) must include every push its client saw answered; a longer wait
+    # is woken by an announcement still on its way.
+    must_hear = not request.wait or request.timeout_ms < SHORT_WAIT_MS
     sized_for = sized = plan = None
     while True:
         conflating = _conflating(broker.policies, key, request)
@@ -213,11 +222,13 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
         parked = (waiters.park(request.queue, request.group, sized.partitions, bound=request.partition is not None)
                   if request.wait else None)
         try:
-            if fill_wait is None:
+            if fill_wait is None and (must_hear or _work_in_sight(broker, request, key, conflating)):
                 # The client may have just been answered a push (or a configure) whose
                 # announcement this process has not heard yet: hear everything committed so
                 # far, then take the hints and the queue's fill wait (or, not sure of that,
-                # look the recent writes up too).
+                # look the recent writes up too). A long poll with nothing in sight parks
+                # without hearing: an announcement still on its way wakes it, and it hears
+                # (for the fill wait) once it has something to ask.
                 hinted = _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group)
                 if hinted or FillWaits.may_apply(sized):
                     heard_all = await waiters.sync(store)
@@ -245,6 +256,13 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
             # Expired leases announce themselves too (lease_watcher.py), so an idle long poll costs
             # no query at all.
             asking = bool(hints) or scan or may_sweep or report
+            if asking and fill_wait is None:  # more to ask than _work_in_sight foresaw: hear first
+                if hints:
+                    broker.hot.give_back(_source(request), request.group, hints)
+                if may_sweep:
+                    sweeps.release(key)
+                must_hear = True
+                continue
             first_attempt = False
             lease_id = str(uuid.uuid4()) if asking else ""
             arguments = (*_arguments(sized, lease_id), *sweep_from, may_sweep, hints, since, scan,
@@ -290,6 +308,17 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
         finally:
             if parked is not None:
                 waiters.unpark(request.queue, request.group, parked)
+
+
+def _work_in_sight(broker, request: PopRequest, key: tuple, conflating: bool | None) -> bool:
+    """Whether this attempt of a long poll will ask the database: a partition pop always does;
+    a wildcard pop when its reader holds hints or a look-up is due, its sweep may run, or the
+    group's policy is not known yet (see the ``asking`` of :func:`_pop`)."""
+    if not _reads_hints(request) or (conflating is None and request.group != QUEUE_MODE):
+        return True
+    source = _source(request)
+    return (broker.hot.waiting(source, request.group) > 0 or broker.hot.scan_due(source, request.group)
+            or broker.sweeps.due(key))
 
 
 def _conflating(policies: GroupPolicies, key: tuple, request: PopRequest) -> bool | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import types
 import uuid
@@ -15,7 +16,7 @@ import uuid
 import asyncpg
 import msgspec
 
-from reginamq.engine import push, queues
+from reginamq.engine import hot_partitions, push, queues
 from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.encryption import Sealer
 from reginamq.engine.hot_partitions import HotPartitions
@@ -53,6 +54,13 @@ async def listening(waiters: Waiters, database_url: str):
             yield store
         finally:
             await waiters.stop()
+
+
+def engine_broker(waiters: Waiters, store: Store, hot: HotPartitions, fill_waits: FillWaits):
+    """The per-process state pop() borrows from the broker (engine/broker.py), without HTTP."""
+    return types.SimpleNamespace(waiters=waiters, store=store, sweeps=SweepPositions(), hot=hot,
+                                 fill_waits=fill_waits, sealer=Sealer(), meter=Meter(),
+                                 policies=GroupPolicies(), autopilot=Autopilot())
 
 
 async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url):
@@ -254,9 +262,7 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
                          batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,
                          lease_seconds=60, subscription_mode="all", subscription_from=None)
     async with listening(waiters, database_url) as store:
-        broker = types.SimpleNamespace(waiters=waiters, store=store, sweeps=SweepPositions(), hot=hot,
-                                       fill_waits=fill_waits, sealer=Sealer(), meter=Meter(),
-                                       policies=GroupPolicies(), autopilot=Autopilot())
+        broker = engine_broker(waiters, store, hot, fill_waits)
         await wait_listening(waiters)
         await push_one(database_url, queue)
         assert await fill_waits.seconds(store, request) == 0  # read and cached: no fill wait yet
@@ -281,3 +287,46 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
         await push_one(database_url, queue)
         await push_one(database_url, queue)
         assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 10)).rows) == 3
+
+
+async def test_an_idle_long_poll_parks_without_a_sync_round_and_a_push_elsewhere_still_reaches_it(
+        database_url, monkeypatch):
+    """A long poll whose reader holds no hints, with no look-up or sweep due, has nothing to ask:
+    it parks without a sync round (a notification on its way wakes it anyway). A pop that
+    answers at once still hears everything first, and a push made elsewhere reaches the parked
+    poll."""
+    monkeypatch.setattr(hot_partitions, "CATCH_UP_SECONDS", 0.0)  # the reader is past its catch-up
+    hot, fill_waits = HotPartitions(), FillWaits()
+    waiters = Waiters(on_config_change=fill_waits.forget, hot=hot)
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
+                         batch=10, partitions=1, auto_ack=True, wait=True, timeout_ms=200,
+                         lease_seconds=60, subscription_mode="all", subscription_from=None)
+    observer = await asyncpg.connect(database_url)
+    rounds: list[str] = []
+    await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: rounds.append(token))
+
+    async def rounds_so_far() -> int:
+        await observer.execute("SELECT 1")  # hear what was committed before
+        return len(rounds)
+
+    try:
+        async with listening(waiters, database_url) as store:
+            broker = engine_broker(waiters, store, hot, fill_waits)
+            await wait_listening(waiters)
+            await push_one(database_url, queue)
+            assert len((await pop(broker, request)).rows) == 1  # the reader's first pop looks everything up
+            assert (await pop(broker, request)).rows == []  # its sweep found work: this one sweeps on
+            before = await rounds_so_far()
+            assert before >= 1
+            assert (await pop(broker, request)).rows == []  # nothing in sight
+            assert await rounds_so_far() == before
+            assert (await pop(broker, dataclasses.replace(request, wait=False))).rows == []
+            assert await rounds_so_far() == before + 1
+            popping = asyncio.create_task(pop(broker, dataclasses.replace(request, timeout_ms=10_000)))
+            await let_a_long_poll_park()
+            assert not popping.done()
+            await push_one(database_url, queue)
+            assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows) == 1
+    finally:
+        await observer.close()
