@@ -56,6 +56,18 @@ async def listening(waiters: Waiters, database_url: str):
             await waiters.stop()
 
 
+def process_state() -> tuple[HotPartitions, FillWaits, Waiters]:
+    """A broker process's hints, fill waits and waiters, wired as engine/broker.py wires them."""
+    hot, fill_waits = HotPartitions(), FillWaits()
+    return hot, fill_waits, Waiters(on_config_change=fill_waits.forget, hot=hot)
+
+
+def queue_mode_long_poll(queue: str, batch: int, timeout_ms: int) -> PopRequest:
+    return PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
+                      batch=batch, partitions=1, auto_ack=True, wait=True, timeout_ms=timeout_ms,
+                      lease_seconds=60, subscription_mode="all", subscription_from=None)
+
+
 def engine_broker(waiters: Waiters, store: Store, hot: HotPartitions, fill_waits: FillWaits):
     """The per-process state pop() borrows from the broker (engine/broker.py), without HTTP."""
     return types.SimpleNamespace(waiters=waiters, store=store, sweeps=SweepPositions(), hot=hot,
@@ -255,12 +267,9 @@ async def test_a_pop_hears_a_configure_committed_elsewhere_before_it_takes_the_f
     """Another node sets minPopWaitTime while this process is busy (its event loop blocked,
     so the notification waits unread in the listener's socket); the next pop here must still
     apply it, not the option list it cached a moment ago."""
-    hot, fill_waits = HotPartitions(), FillWaits()
-    waiters = Waiters(on_config_change=fill_waits.forget, hot=hot)
+    hot, fill_waits, waiters = process_state()
     queue = f"w-{uuid.uuid4().hex[:8]}"
-    request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
-                         batch=3, partitions=1, auto_ack=True, wait=True, timeout_ms=30_000,
-                         lease_seconds=60, subscription_mode="all", subscription_from=None)
+    request = queue_mode_long_poll(queue, batch=3, timeout_ms=30_000)
     async with listening(waiters, database_url) as store:
         broker = engine_broker(waiters, store, hot, fill_waits)
         await wait_listening(waiters)
@@ -296,12 +305,9 @@ async def test_an_idle_long_poll_parks_without_a_sync_round_and_a_push_elsewhere
     answers at once still hears everything first, and a push made elsewhere reaches the parked
     poll."""
     monkeypatch.setattr(hot_partitions, "CATCH_UP_SECONDS", 0.0)  # the reader is past its catch-up
-    hot, fill_waits = HotPartitions(), FillWaits()
-    waiters = Waiters(on_config_change=fill_waits.forget, hot=hot)
+    hot, fill_waits, waiters = process_state()
     queue = f"w-{uuid.uuid4().hex[:8]}"
-    request = PopRequest(queue=queue, partition=None, namespace=None, task=None, group="__QUEUE_MODE__",
-                         batch=10, partitions=1, auto_ack=True, wait=True, timeout_ms=200,
-                         lease_seconds=60, subscription_mode="all", subscription_from=None)
+    request = queue_mode_long_poll(queue, batch=10, timeout_ms=200)
     observer = await asyncpg.connect(database_url)
     rounds: list[str] = []
     await observer.add_listener("rq_sync", lambda _c, _p, _ch, token: rounds.append(token))
