@@ -107,7 +107,9 @@ class SweepPositions(dict):
     next, for a second and then twice as long each time up to :data:`MAX_SWEEP_PAUSE`, so
     that idle pollers and consumers that keep up do not walk a large queue over and over.
     The pause ends early when the reader's hints began again (``since`` moved: see
-    hot_partitions.py), because what the sweep must cover changed then.
+    hot_partitions.py), because what the sweep must cover changed then. A pop that matched no
+    queue at all (a consumer started before its queue exists) pauses the same way, and sweeps
+    again as soon as it has hints: a queue has come to exist that it may read.
     Losing this state (a restart) only restarts a sweep from the beginning."""
 
     @staticmethod
@@ -117,14 +119,16 @@ class SweepPositions(dict):
     def __init__(self) -> None:
         super().__init__()
         self._sweeping: set[tuple] = set()
+        self._nothing_there: set[tuple] = set()  # readers whose last pop matched no queue
 
-    def position(self, key: tuple, since: datetime | None) -> tuple[object, bool]:
+    def position(self, key: tuple, since: datetime | None, hinted: bool = False) -> tuple[object, bool]:
         """Where the reader's sweep stands and whether this pop may sweep. A pop that may sweep
         holds the reader's sweep until it calls :meth:`release`: concurrent pops of the reader
         would otherwise all sweep the same windows from the same position, walking a large
         queue several times over for one reader's work."""
         position, next_sweep, _pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
-        may_sweep = key not in self._sweeping and (time.monotonic() >= next_sweep or since != paused_since)
+        may_sweep = key not in self._sweeping and (time.monotonic() >= next_sweep or since != paused_since
+                                                   or (hinted and key in self._nothing_there))
         if may_sweep:
             self._sweeping.add(key)
         return position, may_sweep
@@ -138,8 +142,18 @@ class SweepPositions(dict):
         """The pop that was allowed to sweep has its answer (or failed): another may sweep."""
         self._sweeping.discard(key)
 
-    def record(self, key: tuple, position, swept: bool | None, since: datetime | None) -> None:
-        """``swept``: None if the pop did not sweep, else whether its sweep found work."""
+    def nothing_there(self, key: tuple) -> bool:
+        """The reader's last pop matched no queue."""
+        return key in self._nothing_there
+
+    def record(self, key: tuple, position, swept: bool | None, since: datetime | None,
+               nothing_there: bool = False) -> None:
+        """``swept``: None if the pop did not sweep, else whether its sweep found work;
+        ``nothing_there``: the pop matched no queue."""
+        if nothing_there:
+            self._nothing_there.add(key)
+        else:
+            self._nothing_there.discard(key)
         _, next_sweep, pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
         if swept is True:
             self[key] = (position, 0.0, 0.0, since)
@@ -249,8 +263,8 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                 await broker.hot.read_directory(store)
             hints, since, scan = _hints(broker.hot, sized)
             scan = scan or (first_attempt and not heard_all)
-            sweep_from, may_sweep = sweeps.position(key, since)
-            report = conflating is None and request.group != QUEUE_MODE
+            sweep_from, may_sweep = sweeps.position(key, since, bool(hints))
+            report = _reports(sweeps, key, request, conflating, bool(hints) or scan or may_sweep)
             # Nothing announced (having heard every announcement), no look-up due, the sweep
             # resting and the group's policy known: there is nothing to ask the database.
             # Expired leases announce themselves too (lease_watcher.py), so an idle long poll costs
@@ -277,11 +291,13 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                 if may_sweep:
                     sweeps.release(key)
             if rows:
-                sweeps.record(key, (rows[-1][6], rows[-1][7]), rows[-1][8], since)
-                if rows[-1][1] is None:  # the last row without a message: see rq_pop
+                last = rows[-1]
+                trailing = last[1] is None  # the last row without a message: see rq_pop
+                sweeps.record(key, (last[6], last[7]), last[8], since, nothing_there=trailing and last[11] is None)
+                if trailing:
                     trailer = rows.pop()
                     broker.hot.give_back(_source(request), request.group, trailer[9])
-                    if report:
+                    if report and trailer[11] is not None:
                         broker.policies.record(key, trailer[11])
                         conflating = trailer[11]
             delivered = sum(len(row[5]) for row in rows)
@@ -312,13 +328,24 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
 
 def _work_in_sight(broker, request: PopRequest, key: tuple, conflating: bool | None) -> bool:
     """Whether this attempt of a long poll will ask the database: a partition pop always does;
-    a wildcard pop when its reader holds hints or a look-up is due, its sweep may run, or the
-    group's policy is not known yet (see the ``asking`` of :func:`_pop`)."""
-    if not _reads_hints(request) or (conflating is None and request.group != QUEUE_MODE):
+    a wildcard pop when its reader holds hints or a look-up is due, its sweep may run, or it
+    must ask for the group's policy (see the ``asking`` of :func:`_pop`)."""
+    if not _reads_hints(request) or _reports(broker.sweeps, key, request, conflating, news=False):
         return True
     source = _source(request)
     return (broker.hot.waiting(source, request.group) > 0 or broker.hot.scan_due(source, request.group)
             or broker.sweeps.due(key))
+
+
+def _reports(sweeps: SweepPositions, key: tuple, request: PopRequest, conflating: bool | None,
+             news: bool) -> bool:
+    """Whether the pop asks rq_pop for the group's policy: when the process does not know it
+    (queue mode has none) -- for a pop that matched no queue when last asked, only when it asks
+    the database anyway (``news``: hints, a look-up or a sweep due), which is how it learns
+    that the queue has come to exist."""
+    if conflating is not None or request.group == QUEUE_MODE:
+        return False
+    return news or not sweeps.nothing_there(key)
 
 
 def _conflating(policies: GroupPolicies, key: tuple, request: PopRequest) -> bool | None:

@@ -336,3 +336,24 @@ async def test_an_idle_long_poll_parks_without_a_sync_round_and_a_push_elsewhere
             assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows) == 1
     finally:
         await observer.close()
+
+
+async def test_a_long_poll_of_a_queue_that_does_not_exist_yet_rests_and_gets_its_first_message(
+        database_url, monkeypatch):
+    """A consumer started before its queue exists asks the database once, then rests (no query
+    at each re-check) until a push creates the queue, whose message reaches it at once."""
+    monkeypatch.setattr(hot_partitions, "CATCH_UP_SECONDS", 0.0)  # the reader is past its catch-up
+    hot, fill_waits, waiters = process_state()
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    request = dataclasses.replace(queue_mode_long_poll(queue, batch=10, timeout_ms=800), group="late",
+                                  auto_ack=False)
+    async with listening(waiters, database_url) as store:
+        broker = engine_broker(waiters, store, hot, fill_waits)
+        await wait_listening(waiters)
+        assert (await pop(broker, request)).rows == []  # re-checks at 0.1, 0.2 and 0.4 s of its 0.8
+        assert broker.meter.pop_queries == 1
+        popping = asyncio.create_task(pop(broker, dataclasses.replace(request, timeout_ms=10_000)))
+        await let_a_long_poll_park()
+        assert not popping.done()
+        await push_one(database_url, queue)
+        assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows) == 1

@@ -61,3 +61,20 @@ def test_empty_sweeps_pause_longer_each_time_until_the_hints_begin_again(now):
     sweeps.release(KEY)
     assert sweeps.position(KEY, SINCE)[1] is False
     assert sweeps.position(KEY, datetime(2026, 12, 1, tzinfo=UTC))[1] is True  # hints began again
+
+
+def test_a_reader_whose_pop_matched_no_queue_rests_until_it_has_hints(now):
+    """A consumer started before its queue exists: its pops pause like empty sweeps, and sweep
+    again at once when hints come (a queue has come to exist), until a pop finds a queue."""
+    sweeps = SweepPositions()
+    assert sweeps.position(KEY, SINCE)[1] is True
+    sweeps.record(KEY, (None, None), False, SINCE, nothing_there=True)
+    sweeps.release(KEY)
+    assert sweeps.nothing_there(KEY)
+    assert not sweeps.due(KEY)
+    assert sweeps.position(KEY, SINCE)[1] is False
+    assert sweeps.position(KEY, SINCE, hinted=True)[1] is True
+    sweeps.record(KEY, (None, None), False, SINCE)  # that sweep read a queue and found nothing
+    sweeps.release(KEY)
+    assert not sweeps.nothing_there(KEY)
+    assert sweeps.position(KEY, SINCE, hinted=True)[1] is False  # an ordinary pause: hints do not end it

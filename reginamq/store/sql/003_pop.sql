@@ -286,6 +286,13 @@ BEGIN
                           AND (p_task IS NULL OR q.task = p_task));
     END IF;
     IF cardinality(v_qids) = 0 THEN
+        -- Nothing to read: a sweep that found nothing (the broker pauses the next), and no
+        -- policy to report (NULL: the group has no queue here to register on yet).
+        IF p_may_sweep OR p_report THEN
+            RETURN QUERY SELECT NULL::text, NULL::uuid, NULL::text, NULL::timestamptz, NULL::int,
+                                NULL::bytea[], NULL::bigint, NULL::text, false, '{}'::uuid[], NULL::bigint,
+                                NULL::bool;
+        END IF;
         RETURN;
     END IF;
 
