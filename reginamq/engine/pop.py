@@ -31,6 +31,7 @@ from reginamq.store import Store
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
 SHORT_WAIT_MS = 100  # a wait this short could end before an announcement on its way arrives
+TIMED_OUT = object()  # what a parked pop's future holds when its wait ran out (see _wait_for)
 DEFAULT_BATCH = 200
 DEFAULT_PARTITIONS = 1
 MAX_CONFLATING_PARTITIONS = 64  # a conflating pop claims up to this many partitions, one message each
@@ -402,9 +403,6 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
         timer.cancel()
         if client_gone is not None:
             client_gone.remove_done_callback(hang_up)
-
-
-TIMED_OUT = object()
 
 
 def _settle(parked: asyncio.Future, value) -> None:
