@@ -105,6 +105,8 @@ class App:
         async def read_body() -> bytes:
             limit = self.settings.max_body_bytes
             declared = scope.headers.get("content-length")
+            if declared is None and scope.http_version[0] == "1" and "transfer-encoding" not in scope.headers:
+                return b""  # HTTP/1.x: neither a length nor chunks means no body (RFC 9112, 6.3)
             if declared is None or not declared.isdigit() or int(declared) > limit:
                 return await _read_chunks(protocol, limit)
             return await protocol()
