@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import orjson
@@ -196,28 +197,54 @@ class FillWaits:
         return self._millis.get(request.queue, 0) / 1000
 
 
-async def pop(broker, request: PopRequest, client_gone: asyncio.Future | None = None) -> Popped:
+class HangUp:
+    """The client hanging up, watched from a pop's first wait on: most pops never wait, and
+    a watch costs a future and a callback in the HTTP server."""
+
+    def __init__(self, wait_disconnect: Callable[[], Awaitable[object]] | None) -> None:
+        self._wait_disconnect = wait_disconnect
+        self._gone: asyncio.Future | None = None
+
+    def watch(self) -> asyncio.Future | None:
+        """The future that completes when the client hangs up (None: nobody can tell)."""
+        if self._gone is None and self._wait_disconnect is not None:
+            self._gone = asyncio.ensure_future(self._wait_disconnect())
+        return self._gone
+
+    @property
+    def heard(self) -> bool:
+        return self._gone is not None and self._gone.done()
+
+    def close(self) -> None:
+        if self._gone is not None:
+            self._gone.cancel()
+
+
+async def pop(broker, request: PopRequest,
+              wait_disconnect: Callable[[], Awaitable[object]] | None = None) -> Popped:
     """Deliver messages or, once the wait is over, nothing (``rows`` empty).
 
     ``broker`` (engine/broker.py) lends its per-process state: ``waiters``, ``sweeps``, ``hot``,
     ``fill_waits``, ``policies``, ``autopilot``, ``meter`` and ``store``.
-    ``client_gone`` completes when the client hangs up: a long poll stops there, so nothing
+    ``wait_disconnect`` returns when the client hangs up: a long poll stops there, so nothing
     is leased (or, with auto-ack, consumed) for a client that is no longer listening.
     With the queue's minPopWaitTime, a long poll that finds fewer messages than its batch
     waits (up to that long, counted from the first message it saw) for the batch to fill,
     so that one pop and one commit carry more messages.
     """
     key = SweepPositions.key(request)
-    if not request.autopilot:
-        return await _pop(broker, request, key, client_gone)
-    broker.autopilot.begin(key)
+    hang_up = HangUp(wait_disconnect if request.wait else None)
+    if request.autopilot:
+        broker.autopilot.begin(key)
     try:
-        return await _pop(broker, request, key, client_gone)
+        return await _pop(broker, request, key, hang_up)
     finally:
-        broker.autopilot.end(key)
+        hang_up.close()
+        if request.autopilot:
+            broker.autopilot.end(key)
 
 
-async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Future | None) -> Popped:
+async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popped:
     waiters, store, sweeps = broker.waiters, broker.store, broker.sweeps
     deadline = time.monotonic() + request.timeout_ms / 1000
     recheck = FIRST_RECHECK
@@ -256,8 +283,8 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
                     until = min(fill_until, deadline) - time.monotonic()
                     if until > 0 and not waiters.closing:
                         # a missed wake-up costs at most a recheck interval, as in the long poll
-                        await _wait_for(parked, client_gone, min(until, LAST_RECHECK))
-                        if waiters.closing or (client_gone is not None and client_gone.done()):
+                        await _wait_for(parked, hang_up.watch(), min(until, LAST_RECHECK))
+                        if waiters.closing or hang_up.heard:
                             return _answer([], "", conflating, request, plan)
                         continue
             if request.queue is None and broker.hot.directory_due():  # only a selection needs it
@@ -318,9 +345,9 @@ async def _pop(broker, request: PopRequest, key: tuple, client_gone: asyncio.Fut
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return _answer([], "", conflating, request, plan)
-            if not await _wait_for(parked, client_gone, min(recheck, remaining)):
+            if not await _wait_for(parked, hang_up.watch(), min(recheck, remaining)):
                 recheck = min(recheck * 2, LAST_RECHECK)
-            if waiters.closing or (client_gone is not None and client_gone.done()):
+            if waiters.closing or hang_up.heard:
                 return _answer([], "", conflating, request, plan)
         finally:
             if parked is not None:
@@ -394,15 +421,15 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
     if parked.done():
         return True
     timer = asyncio.get_running_loop().call_later(seconds, _settle, parked, TIMED_OUT)
-    hang_up = functools.partial(_hung_up, parked)
+    on_hang_up = functools.partial(_hung_up, parked)
     if client_gone is not None:
-        client_gone.add_done_callback(hang_up)
+        client_gone.add_done_callback(on_hang_up)
     try:
         return await parked is not TIMED_OUT
     finally:
         timer.cancel()
         if client_gone is not None:
-            client_gone.remove_done_callback(hang_up)
+            client_gone.remove_done_callback(on_hang_up)
 
 
 def _settle(parked: asyncio.Future, value) -> None:

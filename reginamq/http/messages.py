@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import collections
 
 from reginamq.common.errors import BadRequest
@@ -83,14 +82,7 @@ async def _pop(broker: Broker, request: Request, *, queue: str | None = None, pa
         conflation=conflation,
     )
     framed = request.query_bool("frames", False)
-    client_gone = None
-    if pop_request.wait and request.wait_disconnect is not None:
-        client_gone = asyncio.ensure_future(request.wait_disconnect())
-    try:
-        popped = await pops.pop(broker, pop_request, client_gone)
-    finally:
-        if client_gone is not None:
-            client_gone.cancel()
+    popped = await pops.pop(broker, pop_request, request.wait_disconnect)
     if not popped.rows:
         broker.meter.empty_pop()
         if pops.answers_empty(popped, pop_request):
