@@ -27,6 +27,7 @@ from reginamq.common.times import iso_millis
 from reginamq.engine.autopilot import Plan
 from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.names import QUEUE_MODE
+from reginamq.engine.waiters import settle
 from reginamq.store import Store
 
 FIRST_RECHECK = 0.1
@@ -100,6 +101,7 @@ class GroupPolicies:
 SWEEP_PAUSE = 1.0
 MAX_SWEEP_PAUSE = 16.0
 NO_POSITION = (None, None)  # a sweep position is (queue id, partition name): see rq_pop_sweep
+NEVER_SWEPT = (NO_POSITION, 0.0, 0.0, None)  # a reader's (position, next sweep, pause, paused since)
 
 
 class SweepPositions(dict):
@@ -128,7 +130,7 @@ class SweepPositions(dict):
         holds the reader's sweep until it calls :meth:`release`: concurrent pops of the reader
         would otherwise all sweep the same windows from the same position, walking a large
         queue several times over for one reader's work."""
-        position, next_sweep, _pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
+        position, next_sweep, _pause, paused_since = self.get(key, NEVER_SWEPT)
         may_sweep = key not in self._sweeping and (time.monotonic() >= next_sweep or since != paused_since
                                                    or (hinted and key in self._nothing_there))
         if may_sweep:
@@ -138,7 +140,7 @@ class SweepPositions(dict):
     def due(self, key: tuple) -> bool:
         """Whether a pop of the reader may sweep now, as far as the pause tells (the pause also
         ends when the reader's hints begin again: :meth:`position` knows that)."""
-        return key not in self._sweeping and time.monotonic() >= self.get(key, (NO_POSITION, 0.0))[1]
+        return key not in self._sweeping and time.monotonic() >= self.get(key, NEVER_SWEPT)[1]
 
     def release(self, key: tuple) -> None:
         """The pop that was allowed to sweep has its answer (or failed): another may sweep."""
@@ -156,7 +158,7 @@ class SweepPositions(dict):
             self._nothing_there.add(key)
         else:
             self._nothing_there.discard(key)
-        _, next_sweep, pause, paused_since = self.get(key, (NO_POSITION, 0.0, 0.0, None))
+        _, next_sweep, pause, paused_since = self.get(key, NEVER_SWEPT)
         if swept is True:
             self[key] = (position, 0.0, 0.0, since)
         elif swept is False:
@@ -420,7 +422,7 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
     directly: one timer and no helper future per wait, for a wait that mostly times out."""
     if parked.done():
         return True
-    timer = asyncio.get_running_loop().call_later(seconds, _settle, parked, TIMED_OUT)
+    timer = asyncio.get_running_loop().call_later(seconds, settle, parked, TIMED_OUT)
     on_hang_up = functools.partial(_hung_up, parked)
     if client_gone is not None:
         client_gone.add_done_callback(on_hang_up)
@@ -432,13 +434,8 @@ async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, 
             client_gone.remove_done_callback(on_hang_up)
 
 
-def _settle(parked: asyncio.Future, value) -> None:
-    if not parked.done():
-        parked.set_result(value)
-
-
 def _hung_up(parked: asyncio.Future, _client_gone: asyncio.Future) -> None:
-    _settle(parked, False)
+    settle(parked, False)
 
 
 def _reads_hints(request: PopRequest) -> bool:

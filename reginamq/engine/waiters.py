@@ -222,7 +222,7 @@ class Waiters:
             try:
                 self._listening = False
                 lost = asyncio.get_running_loop().create_future()
-                self._listener = await store.notices.listen(handlers, functools.partial(_settle, lost))
+                self._listener = await store.notices.listen(handlers, functools.partial(settle, lost))
                 self._listening = True
                 delay = 0.2
                 # A reconnect may have missed hints: wake everyone to re-check, forget options.
@@ -332,10 +332,10 @@ class Waiters:
 
 def _resolve(futures, value: bool) -> None:
     for future in futures:
-        if not future.done():
-            future.set_result(value)
+        settle(future, value)
 
 
-def _settle(future: asyncio.Future) -> None:
+def settle(future: asyncio.Future, value: object = None) -> None:
+    """Give ``future`` its result unless something settled it first."""
     if not future.done():
-        future.set_result(None)
+        future.set_result(value)

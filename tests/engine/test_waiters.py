@@ -68,6 +68,16 @@ def queue_mode_long_poll(queue: str, batch: int, timeout_ms: int) -> PopRequest:
                       lease_seconds=60, subscription_mode="all", subscription_from=None)
 
 
+async def a_push_elsewhere_reaches_a_parked_poll(broker, request: PopRequest, database_url: str) -> int:
+    """Park a long poll of ``request``'s queue, push one message from another store: the
+    messages the poll got."""
+    popping = asyncio.create_task(pop(broker, dataclasses.replace(request, timeout_ms=10_000)))
+    await let_a_long_poll_park()
+    assert not popping.done()
+    await push_one(database_url, request.queue)
+    return sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows)
+
+
 def engine_broker(waiters: Waiters, store: Store, hot: HotPartitions, fill_waits: FillWaits):
     """The per-process state pop() borrows from the broker (engine/broker.py), without HTTP."""
     return types.SimpleNamespace(waiters=waiters, store=store, sweeps=SweepPositions(), hot=hot,
@@ -329,11 +339,7 @@ async def test_an_idle_long_poll_parks_without_a_sync_round_and_a_push_elsewhere
             assert await rounds_so_far() == before
             assert (await pop(broker, dataclasses.replace(request, wait=False))).rows == []
             assert await rounds_so_far() == before + 1
-            popping = asyncio.create_task(pop(broker, dataclasses.replace(request, timeout_ms=10_000)))
-            await let_a_long_poll_park()
-            assert not popping.done()
-            await push_one(database_url, queue)
-            assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows) == 1
+            assert await a_push_elsewhere_reaches_a_parked_poll(broker, request, database_url) == 1
     finally:
         await observer.close()
 
@@ -352,8 +358,4 @@ async def test_a_long_poll_of_a_queue_that_does_not_exist_yet_rests_and_gets_its
         await wait_listening(waiters)
         assert (await pop(broker, request)).rows == []  # re-checks at 0.1, 0.2 and 0.4 s of its 0.8
         assert broker.meter.pop_queries == 1
-        popping = asyncio.create_task(pop(broker, dataclasses.replace(request, timeout_ms=10_000)))
-        await let_a_long_poll_park()
-        assert not popping.done()
-        await push_one(database_url, queue)
-        assert sum(len(row[5]) for row in (await asyncio.wait_for(popping, 5)).rows) == 1
+        assert await a_push_elsewhere_reaches_a_parked_poll(broker, request, database_url) == 1
