@@ -32,11 +32,8 @@ import random
 import uuid
 
 import asyncpg
-from payload_compression import embedded_server
+from payload_compression import PARTITIONS, PER_PARTITION, embedded_server, statement_cpu
 
-from reginamq.bench.system import cpu_seconds
-
-PARTITIONS, PER_PARTITION = 8, 100
 CALL_MS = 20  # 800 keys a call at 40,000 keys a second
 UUID7 = "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
 ITEMS = "unnest($1::uuid[], $2::text[], $3::uuid[], $4::bigint[], $5::uuid[]) AS u(p, x, m, second, key)"
@@ -97,15 +94,7 @@ async def measure(url: str, layout: str, calls: int, seed: int) -> tuple[float, 
     try:
         await conn.execute("DROP TABLE IF EXISTS k")
         await conn.execute(create)
-        prepared = calls_for(calls, seed)
-        warmup = max(1, calls // 10)
-        for arguments in prepared[:warmup]:
-            await conn.execute(statement, *arguments)
-        backend = await conn.fetchval("SELECT pg_backend_pid()")
-        started = cpu_seconds(backend)
-        for arguments in prepared[warmup:]:
-            await conn.execute(statement, *arguments)
-        micros = (cpu_seconds(backend) - started) / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6
+        micros = await statement_cpu(conn, statement, calls_for(calls, seed))
         keys = await conn.fetchval(KEYS_SQL.get(layout, "SELECT count(*) FROM k"))
         size = await conn.fetchval("SELECT pg_total_relation_size('k')")
     finally:

@@ -64,15 +64,21 @@ def call_arguments(queue: str, kind: str, call: int, rng: random.Random) -> tupl
 async def push_cpu(conn: asyncpg.Connection, queue: str, kind: str, calls: int, rng: random.Random) -> float:
     """``calls`` rq_push calls into ``queue`` (a tenth of them first, unmeasured): PostgreSQL
     CPU a message, in µs (the backend's own CPU time)."""
-    prepared = [call_arguments(queue, kind, call, rng) for call in range(calls)]
-    warmup = max(1, calls // 10)
+    return await statement_cpu(conn, PUSH_SQL, [call_arguments(queue, kind, call, rng) for call in range(calls)])
+
+
+async def statement_cpu(conn: asyncpg.Connection, statement: str, prepared: list) -> float:
+    """``statement`` run once with each of ``prepared`` (a tenth of them first, unmeasured),
+    each a call of ``PARTITIONS`` × ``PER_PARTITION`` items: PostgreSQL CPU an item, in µs (the
+    backend's own CPU time, so the client's work and other processes do not count)."""
+    warmup = max(1, len(prepared) // 10)
     for arguments in prepared[:warmup]:
-        await conn.fetch(PUSH_SQL, *arguments)
+        await conn.fetch(statement, *arguments)
     backend = await conn.fetchval("SELECT pg_backend_pid()")
     started = cpu_seconds(backend)
     for arguments in prepared[warmup:]:
-        await conn.fetch(PUSH_SQL, *arguments)
-    return (cpu_seconds(backend) - started) / ((calls - warmup) * PARTITIONS * PER_PARTITION) * 1e6
+        await conn.fetch(statement, *arguments)
+    return (cpu_seconds(backend) - started) / ((len(prepared) - warmup) * PARTITIONS * PER_PARTITION) * 1e6
 
 
 @contextlib.contextmanager
