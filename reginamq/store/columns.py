@@ -24,6 +24,12 @@ def split_names(placeholder: str) -> str:
     return f"string_to_array({placeholder}, E'\\x{ord(_SEPARATOR):02x}')"
 
 
+def split_optional_names(placeholder: str) -> str:
+    """The SQL that turns the parameter ``placeholder`` (a :func:`join_names` string whose empty
+    names are gaps) into a text[] with NULL for each gap."""
+    return f"string_to_array({placeholder}, E'\\x{ord(_SEPARATOR):02x}', '')"
+
+
 def join_uuids(ids: list[str | None]) -> str:
     """A column of checked UUIDs or None as the one string :func:`split_uuids` reads back
     (None becomes NULL)."""

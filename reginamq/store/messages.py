@@ -20,12 +20,13 @@ import asyncpg
 import orjson
 
 from reginamq.common.errors import QueueFull
-from reginamq.store.columns import join_names, join_uuids, split_names, split_uuids
+from reginamq.store.columns import join_names, join_uuids, split_names, split_optional_names, split_uuids
 from reginamq.store.database import Connection, Database, Family, Row, Session
+from reginamq.store.dedup_keys import join_buckets
 from reginamq.store.notices import CHANNEL, NOTIFY_SQL, send_after_commit
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            f"{split_names('$4')}, {split_uuids('$5')}, $6, $7::jsonb, $8)")
+            f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9)")
 QUEUE_FULL = "RQ409"  # raised by rq_push: the push would take queues past their maxSize
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 POP_SQL = (
@@ -89,8 +90,8 @@ class Messages(Family):
         (``item`` NULL). Raises :class:`QueueFull` (nothing written) when a queue would pass its
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
         fragment bound for an encrypted queue."""
-        arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_uuids(message_ids),
-                     fragments, new_queue_options, enforce_max_size)
+        arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_buckets(txids),
+                     join_uuids(message_ids), fragments, new_queue_options, enforce_max_size)
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)

@@ -13,6 +13,7 @@ import uuid
 
 import asyncpg
 import pytest
+import uuid_utils
 
 from reginamq.store.schema import apply_schema
 from tests.conftest import a_round_ran, eventually, start_broker, stop_process
@@ -139,13 +140,15 @@ async def test_options_that_delete_nothing(http, db, queue, options):
     assert await segments(db, queue) == 1
 
 
-async def test_expired_dedup_keys_are_purged_and_the_id_is_free_again(http, db, queue):
+@pytest.mark.parametrize("txid", ["once", str(uuid_utils.uuid7())], ids=["row", "run"])
+async def test_expired_dedup_keys_are_purged_and_the_id_is_free_again(http, db, queue, txid):
     await configure(http, queue, dedupWindowSeconds=1)
-    item = {"queue": queue, "partition": "p", "payload": 1, "transactionId": "once"}
+    item = {"queue": queue, "partition": "p", "payload": 1, "transactionId": txid}
     first = (await http.post("/api/v1/push", json={"items": [item]})).json()[0]
     assert first["status"] == "queued"
     assert (await http.post("/api/v1/push", json={"items": [item]})).json()[0]["status"] == "duplicate"
-    keys = "SELECT count(*) FROM rq_dedup WHERE transaction_id = 'once' AND partition_id = $1"
+    keys = ("SELECT (SELECT count(*) FROM rq_dedup WHERE partition_id = $1) "
+            "+ (SELECT count(*) FROM rq_dedup_runs WHERE partition_id = $1)")
     partition_id = await db.fetchval("SELECT p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
                                      "WHERE q.name = $1", queue)
     assert await eventually(lambda: equals(db.fetchval(keys, partition_id), 0), seconds=10) is True

@@ -437,7 +437,7 @@ async def test_an_empty_idle_partition_is_deleted_and_a_later_push_recreates_it(
     await own_db.execute("INSERT INTO rq_stream_state (query_id, partition_id, key, value) VALUES ($1, $2, 'k', '1')",
                          query, old["id"])
     assert await eventually(lambda: equals(partition_row(own_db, queue, "p"), None), seconds=20) is True
-    for table in ("rq_consumers", "rq_dedup", "rq_segments", "rq_stream_state"):
+    for table in ("rq_consumers", "rq_dedup", "rq_dedup_runs", "rq_segments", "rq_stream_state"):
         assert await own_db.fetchval(f"SELECT count(*) FROM {table} WHERE partition_id = $1", old["id"]) == 0
     assert (await retention_totals(own_http, queue))["deletedPartitions"] == 1
     await push(own_http, queue, "p", [3])
@@ -515,7 +515,7 @@ async def test_pushes_racing_the_idle_cleanup_are_all_delivered(own_http, own_db
 # The database stops growing
 
 SIZE_SQL = ("SELECT sum(pg_total_relation_size(t))::bigint "
-            "FROM unnest('{rq_segments,rq_partitions,rq_consumers,rq_dedup}'::regclass[]) t")
+            "FROM unnest('{rq_segments,rq_partitions,rq_consumers,rq_dedup,rq_dedup_runs}'::regclass[]) t")
 
 
 async def test_the_database_stops_growing_under_steady_load(own_http, own_db, queue):

@@ -161,20 +161,21 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
         # signature returning something else; an upgrade must replace both
         await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool) "
                            "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-        await conn.execute("DROP FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool)")
-        await conn.execute("CREATE FUNCTION rq_push(text[], text[], int[], text[], uuid[], bytea[], jsonb, bool) "
+        current = "rq_push(text[], text[], int[], text[], text[], uuid[], bytea[], jsonb, bool)"
+        await conn.execute(f"DROP FUNCTION {current}")
+        await conn.execute(f"CREATE FUNCTION {current} "
                            "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
         await conn.execute("UPDATE rq_schema_state SET digest = 'an older version'")
         assert await apply_schema(target) is True
         assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname = 'rq_push'") == 1
-        returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', "
+        returned = await conn.fetch("SELECT * FROM rq_push('{q}', '{p}', '{1}', '{t}', '{NULL}', "
                                     "ARRAY[gen_random_uuid()], ARRAY['\\x31'::bytea], '{}'::jsonb, true)")
         # the current function: a fresh push answers no duplicates, only the notice to send
         assert [(r["item"], r["original_id"]) for r in returned] == [(None, None)]
         assert returned[0]["notice"].startswith("q\n")
     finally:
         await conn.close()
-    assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dlq",
+    assert {"rq_queues", "rq_partitions", "rq_segments", "rq_consumers", "rq_dedup", "rq_dedup_runs", "rq_dlq",
             "rq_consumer_groups"} <= tables
 
 

@@ -159,6 +159,58 @@ CREATE TABLE IF NOT EXISTS rq_dedup (
 -- the btree is appended to at its right end, and the purge reads only what it deletes.
 CREATE INDEX IF NOT EXISTS rq_dedup_expires ON rq_dedup (expires_at);
 
+-- Deduplication keys that are UUIDv7s (what the JavaScript and Go clients, and the Python one
+-- with uuid_extensions, mint, and what the broker mints for an item without one) are kept in
+-- runs instead: one row per push, partition and bucket, the bucket being the first 40 bits of
+-- the key's own timestamp (10 hex digits: 256 ms), with the keys in one array and the ids of
+-- their messages in another. A row a key costs its index entries, which cost most of a key;
+-- a run costs one entry for all its keys, and a push finds whether its keys were seen by
+-- reading only the runs of their (partition, bucket): a retry carries the same key, so the
+-- same bucket. Which keys are runs' is a property of the key alone (store/dedup_keys.py
+-- decides, with the pattern rq_uuid7_bucket repeats), so every push of a key looks in the same
+-- place. No uniqueness is enforced here: pushes to one partition hold its lock
+-- (rq_lock_partitions), so they read and write its runs one at a time. The keys stay in the
+-- row (MAIN), the ids, read only for a duplicate, are moved out of it (EXTERNAL), so a push's
+-- probe never reads them.
+CREATE TABLE IF NOT EXISTS rq_dedup_runs (
+    partition_id  uuid NOT NULL,
+    bucket        text COLLATE "C" NOT NULL,
+    expires_at    timestamptz NOT NULL,
+    keys          uuid[] NOT NULL,
+    message_ids   uuid[] NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.02, vacuum_truncate = off);
+ALTER TABLE rq_dedup_runs ALTER COLUMN keys SET STORAGE MAIN, ALTER COLUMN message_ids SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS rq_dedup_runs_bucket ON rq_dedup_runs (partition_id, bucket);
+-- the purge's way in, as rq_dedup_expires
+CREATE INDEX IF NOT EXISTS rq_dedup_runs_expires ON rq_dedup_runs (expires_at);
+
+-- The bucket of a key kept in runs, NULL for a key kept in rq_dedup: the same rule as
+-- store/dedup_keys.py, for the statements that meet a single key (a message deleted by hand)
+-- and for the move below.
+CREATE OR REPLACE FUNCTION rq_uuid7_bucket(p_txid text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_txid ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+                THEN substr(p_txid, 1, 8) || substr(p_txid, 10, 2) END
+$$;
+
+-- Live UUIDv7 keys stored a row a key move to runs, where pushes now look for them.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM rq_migrations WHERE name = 'dedup-uuid7-runs') THEN
+        WITH moved AS (
+            DELETE FROM rq_dedup WHERE rq_uuid7_bucket(transaction_id) IS NOT NULL
+            RETURNING partition_id, transaction_id, message_id, expires_at
+        )
+        INSERT INTO rq_dedup_runs (partition_id, bucket, expires_at, keys, message_ids)
+        SELECT partition_id, rq_uuid7_bucket(transaction_id), expires_at,
+               array_agg(transaction_id::uuid), array_agg(message_id)
+        FROM moved WHERE expires_at > now()
+        GROUP BY partition_id, rq_uuid7_bucket(transaction_id), expires_at;
+        INSERT INTO rq_migrations (name) VALUES ('dedup-uuid7-runs');
+    END IF;
+END;
+$$;
+
 -- The whole consumption model: a cursor and at most one lease per (partition, group).
 -- committed: every offset <= committed is done. A live lease covers span_start..span_end.
 -- fillfactor 90, not lower: most cursor updates change an indexed lease column and cannot be

@@ -45,6 +45,7 @@ CREATE OR REPLACE FUNCTION rq_push(
     p_partition  text[],
     p_group      int[],
     p_txid       text[],
+    p_bucket     text[],  -- each key's run bucket, NULL for a key kept a row a key (store/dedup_keys.py)
     p_msg_id     uuid[],
     p_payload    bytea[],
     p_new_queue_options jsonb,
@@ -60,6 +61,8 @@ DECLARE
     v_windows int[];
     v_item_queues text[];
     v_fresh   bool[];
+    v_keys    uuid[];
+    v_seen    bigint[];
     v_attempt int;
     v_full    jsonb;
     v_size_limited bool;
@@ -103,36 +106,66 @@ BEGIN
     v_now := clock_timestamp();  -- after the lock: monotone per partition
 
     -- Deduplication inside each queue's window: a live key stays, an expired key is taken over.
-    -- Nearly every key is new, and a plain insert costs a key less than an ON CONFLICT insert's
-    -- speculative one (no pre-check of the index, no confirmation record); only when some key
-    -- already exists (the unique violation rolls the plain insert back) does the push take the
-    -- ON CONFLICT path.
-    IF EXISTS (SELECT 1 FROM unnest(v_windows) w WHERE w > 0) THEN
+    -- UUIDv7 keys are looked for, and written, in runs (rq_dedup_runs, 001_queues_and_partitions.sql):
+    -- the runs of their (partition, bucket) that are still live. The others are a row a key.
+    v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
+    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket) WHERE t.win > 0 AND t.bucket IS NOT NULL) THEN
+        -- each run key as a uuid, once (NULL: no window, or a row key)
+        SELECT array_agg(CASE WHEN t.win > 0 AND t.bucket IS NOT NULL THEN t.txid::uuid END ORDER BY t.ord)
+        INTO v_keys
+        FROM unnest(p_txid, p_bucket, v_windows) WITH ORDINALITY AS t(txid, bucket, win, ord);
+        WITH items AS (
+            SELECT t.ord, t.pid, t.bucket, t.key
+            FROM unnest(v_pids, p_bucket, v_keys) WITH ORDINALITY AS t(pid, bucket, key, ord)
+            WHERE t.key IS NOT NULL
+        ), stored AS (
+            SELECT b.pid, k.key
+            FROM (SELECT DISTINCT i.pid, i.bucket FROM items i) b
+            JOIN rq_dedup_runs r ON r.partition_id = b.pid AND r.bucket = b.bucket AND r.expires_at > v_now
+            CROSS JOIN LATERAL unnest(r.keys) AS k(key)
+        )
+        SELECT array_agg(i.ord) INTO v_seen
+        FROM items i WHERE (i.pid, i.key) IN (SELECT s.pid, s.key FROM stored s);
+
+        INSERT INTO rq_dedup_runs (partition_id, bucket, expires_at, keys, message_ids)
+        SELECT t.pid, t.bucket, v_now + make_interval(secs => t.win), array_agg(t.key), array_agg(t.msg_id)
+        FROM unnest(v_pids, p_bucket, v_keys, v_windows, p_msg_id) WITH ORDINALITY AS t(pid, bucket, key, win, msg_id, ord)
+        WHERE t.key IS NOT NULL AND t.ord <> ALL (coalesce(v_seen, '{}'))
+        GROUP BY t.pid, t.bucket, t.win;
+        IF v_seen IS NOT NULL THEN
+            SELECT array_agg(t.ord <> ALL (v_seen) ORDER BY t.ord) INTO v_fresh
+            FROM unnest(p_group) WITH ORDINALITY AS t(g, ord);
+        END IF;
+    END IF;
+    -- A row a key: nearly every key is new, and a plain insert costs a key less than an ON
+    -- CONFLICT insert's speculative one (no pre-check of the index, no confirmation record);
+    -- only when some key already exists (the unique violation rolls the plain insert back) does
+    -- the push take the ON CONFLICT path.
+    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket) WHERE t.win > 0 AND t.bucket IS NULL) THEN
         BEGIN
             INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)
             SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
-            FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
-            WHERE t.win > 0;
-            v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
+            FROM unnest(v_pids, p_txid, p_msg_id, v_windows, p_bucket) AS t(pid, txid, msg_id, win, bucket)
+            WHERE t.win > 0 AND t.bucket IS NULL;
         EXCEPTION WHEN unique_violation THEN
             WITH claimed AS (
                 INSERT INTO rq_dedup AS d (partition_id, transaction_id, message_id, expires_at)
                 SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
-                FROM unnest(v_pids, p_txid, p_msg_id, v_windows) AS t(pid, txid, msg_id, win)
-                WHERE t.win > 0
+                FROM unnest(v_pids, p_txid, p_msg_id, v_windows, p_bucket) AS t(pid, txid, msg_id, win, bucket)
+                WHERE t.win > 0 AND t.bucket IS NULL
                 ON CONFLICT (partition_id, transaction_id) DO UPDATE
                     SET message_id = EXCLUDED.message_id, expires_at = EXCLUDED.expires_at
                     WHERE d.expires_at <= v_now
                 RETURNING d.partition_id, d.transaction_id
             )
-            SELECT array_agg(t.win = 0 OR EXISTS (SELECT 1 FROM claimed c
-                                                   WHERE c.partition_id = t.pid AND c.transaction_id = t.txid)
+            SELECT array_agg(t.fresh AND (coalesce(t.win, 0) <= 0 OR t.bucket IS NOT NULL
+                                          OR EXISTS (SELECT 1 FROM claimed c
+                                                     WHERE c.partition_id = t.pid AND c.transaction_id = t.txid))
                              ORDER BY t.ord)
             INTO v_fresh
-            FROM unnest(v_pids, p_txid, v_windows) WITH ORDINALITY AS t(pid, txid, win, ord);
+            FROM unnest(v_pids, p_txid, v_windows, p_bucket, v_fresh) WITH ORDINALITY
+                 AS t(pid, txid, win, bucket, fresh, ord);
         END;
-    ELSE
-        v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
     END IF;
 
     -- maxSize: a queue holds at most that many unconsumed messages. Pushes to such a queue
@@ -205,9 +238,15 @@ BEGIN
     IF false = ANY (v_fresh) THEN
         RETURN QUERY
         SELECT (t.ord - 1)::int, d.message_id, NULL::text
-        FROM unnest(v_pids, p_txid, v_fresh) WITH ORDINALITY AS t(pid, txid, fresh, ord)
+        FROM unnest(v_pids, p_txid, v_fresh, p_bucket) WITH ORDINALITY AS t(pid, txid, fresh, bucket, ord)
         JOIN rq_dedup d ON d.partition_id = t.pid AND d.transaction_id = t.txid
-        WHERE NOT t.fresh;
+        WHERE NOT t.fresh AND t.bucket IS NULL;
+        RETURN QUERY
+        SELECT (t.ord - 1)::int, k.message_id, NULL::text
+        FROM unnest(v_pids, v_keys, v_fresh, p_bucket) WITH ORDINALITY AS t(pid, key, fresh, bucket, ord)
+        JOIN rq_dedup_runs r ON r.partition_id = t.pid AND r.bucket = t.bucket AND r.expires_at > v_now
+        CROSS JOIN LATERAL unnest(r.keys, r.message_ids) AS k(key, message_id)
+        WHERE NOT t.fresh AND t.key IS NOT NULL AND k.key = t.key;
     END IF;
 END;
 $$;

@@ -11,6 +11,7 @@ BEGIN
     DELETE FROM rq_segments s USING rq_partitions p WHERE p.queue_id = v_queue_id AND s.partition_id = p.id;
     DELETE FROM rq_consumers c USING rq_partitions p WHERE p.queue_id = v_queue_id AND c.partition_id = p.id;
     DELETE FROM rq_dedup d USING rq_partitions p WHERE p.queue_id = v_queue_id AND d.partition_id = p.id;
+    DELETE FROM rq_dedup_runs r USING rq_partitions p WHERE p.queue_id = v_queue_id AND r.partition_id = p.id;
     -- streaming queries' state of its partitions (015_streams.sql)
     DELETE FROM rq_stream_state t USING rq_partitions p WHERE p.queue_id = v_queue_id AND t.partition_id = p.id;
     DELETE FROM rq_partitions WHERE queue_id = v_queue_id;

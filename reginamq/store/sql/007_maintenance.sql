@@ -374,6 +374,7 @@ BEGIN
           AND coalesce(p.last_write_at, p.created_at) < now() - make_interval(secs => p_idle_seconds)
           AND NOT EXISTS (SELECT 1 FROM rq_segments s WHERE s.partition_id = p.id)
           AND NOT EXISTS (SELECT 1 FROM rq_dedup d WHERE d.partition_id = p.id AND d.expires_at > now())
+          AND NOT EXISTS (SELECT 1 FROM rq_dedup_runs r WHERE r.partition_id = p.id AND r.expires_at > now())
           AND NOT EXISTS (SELECT 1 FROM rq_dlq x WHERE x.queue_id = p.queue_id AND x.partition_id = p.id)
         ORDER BY p.id
         FOR UPDATE OF p SKIP LOCKED
@@ -389,6 +390,7 @@ BEGIN
         CONTINUE WHEN v_locked < v_n;
         DELETE FROM rq_consumers c WHERE c.partition_id = v_part.id;
         DELETE FROM rq_dedup d WHERE d.partition_id = v_part.id;
+        DELETE FROM rq_dedup_runs r WHERE r.partition_id = v_part.id;
         DELETE FROM rq_stream_state t WHERE t.partition_id = v_part.id;  -- no partition will read it again
         DELETE FROM rq_partitions p WHERE p.id = v_part.id;
         v_idle_qid := v_idle_qid || v_part.queue_id;
@@ -423,17 +425,22 @@ LANGUAGE sql AS $$
     SELECT count(*)::int FROM gone
 $$;
 
--- Forget deduplication keys whose window has passed, at most p_limit per call, the oldest
--- first. In expiry order, so the plan walks the expiry index (001_queues_and_partitions.sql)
+-- Forget deduplication keys whose window has passed: at most p_limit key rows and p_limit runs
+-- per call, the oldest first; answers how many rows of both went (fewer than p_limit: none is
+-- left). In expiry order, so the plan walks the expiry index (001_queues_and_partitions.sql)
 -- even when much of the table has expired (a purge catching up): without the order, a planner
 -- expecting half the rows to match would scan the table from its start, through the live keys
 -- in the pages vacuum reused, for each step.
 CREATE OR REPLACE FUNCTION rq_dedup_purge_step(p_limit int) RETURNS int
 LANGUAGE sql AS $$
-    WITH gone AS (
+    WITH rows_gone AS (
         DELETE FROM rq_dedup WHERE ctid IN (
             SELECT ctid FROM rq_dedup WHERE expires_at < now() ORDER BY expires_at LIMIT p_limit)
         RETURNING 1
+    ), runs_gone AS (
+        DELETE FROM rq_dedup_runs WHERE ctid IN (
+            SELECT ctid FROM rq_dedup_runs WHERE expires_at < now() ORDER BY expires_at LIMIT p_limit)
+        RETURNING 1
     )
-    SELECT count(*)::int FROM gone
+    SELECT ((SELECT count(*) FROM rows_gone) + (SELECT count(*) FROM runs_gone))::int
 $$;

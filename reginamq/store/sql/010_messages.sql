@@ -143,6 +143,16 @@ BEGIN
     IF v_n > 0 THEN
         DELETE FROM rq_dlq d WHERE d.partition_id = p_partition AND d.transaction_id = p_txid;
         DELETE FROM rq_dedup d WHERE d.partition_id = p_partition AND d.transaction_id = p_txid;
+        IF rq_uuid7_bucket(p_txid) IS NOT NULL THEN  -- a key kept in a run: taken out of it
+            UPDATE rq_dedup_runs r
+            SET keys = r.keys[:k.pos - 1] || r.keys[k.pos + 1:],
+                message_ids = r.message_ids[:k.pos - 1] || r.message_ids[k.pos + 1:]
+            FROM (SELECT r2.ctid AS at, array_position(r2.keys, p_txid::uuid) AS pos
+                  FROM rq_dedup_runs r2
+                  WHERE r2.partition_id = p_partition AND r2.bucket = rq_uuid7_bucket(p_txid)
+                    AND p_txid::uuid = ANY (r2.keys)) k
+            WHERE r.ctid = k.at;
+        END IF;
     END IF;
     RETURN v_n;
 END;
