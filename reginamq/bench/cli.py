@@ -30,6 +30,11 @@ def shape_options(function):
         click.option("--payload-fill", type=click.Choice(["letter", "text"]), default="letter", show_default=True,
                      help="What pads a payload: one letter repeated (compresses to almost nothing) or words "
                           "and numbers (compresses as real records do)."),
+        click.option("--transaction-ids", type=click.Choice(["counter", "uuid4", "uuid7"]), default="counter",
+                     show_default=True,
+                     help="Each message's transactionId: the run, producer and a count; a random UUID (what "
+                          "queen-mq mints by default); or a UUIDv7 (what Queen's JavaScript and Go clients mint, "
+                          "and queen-mq with the uuid7 package installed)."),
         click.option("--partitions", type=click.IntRange(1), default=200, show_default=True,
                      help="Partition space of the queue (of each queue, with --queues)."),
         click.option("--consumers", type=click.IntRange(0), default=None,
@@ -174,8 +179,8 @@ def ceiling(**flags) -> None:
                                              broker_rate=flags["broker_rate"])))
 
 
-CONFIG_FIELDS = {"push_batch", "payload", "payload_fill", "partitions", "consumers", "groups", "pop_batch",
-                 "duration", "report",
+CONFIG_FIELDS = {"push_batch", "payload", "payload_fill", "transaction_ids", "partitions", "consumers", "groups",
+                 "pop_batch", "duration", "report",
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_namespace",
                  "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
                  "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "framed_pop", "verify",

@@ -51,6 +51,7 @@ class BenchConfig:
     push_batch: int = 100
     payload: int = 256
     payload_fill: str = "letter"  # or "text": what pads a payload to its size (load.py)
+    transaction_ids: str = "counter"  # or "uuid4", "uuid7": what each message's transactionId is (load.py)
     partitions: int = 200
     active: int = 0
     rotate_seconds: float = 1.0

@@ -22,9 +22,12 @@ import asyncio
 import contextlib
 import random
 import time
+import uuid
+from collections.abc import Callable
 
 import aiohttp
 import orjson
+import uuid_utils
 
 from reginamq.bench import verify
 from reginamq.bench.child import Reporter, child_setup, tally, timed_pop
@@ -133,6 +136,15 @@ def producer_main(cfg: BenchConfig, index: int, url: str, start_ns: int, queue, 
     asyncio.run(_produce(cfg, index, url, start_ns, queue, abort))
 
 
+# How the bench names a message, as the clients a user runs would: the store a key lands in,
+# and so its cost, depends on its form (store/dedup_keys.py).
+TRANSACTION_IDS: dict[str, Callable[[BenchConfig, int, int], str]] = {
+    "counter": lambda cfg, producer, count: f"{cfg.run_id}-{producer}-{count}",
+    "uuid4": lambda cfg, producer, count: str(uuid.uuid4()),
+    "uuid7": lambda cfg, producer, count: str(uuid_utils.uuid7()),
+}
+
+
 def push_batch_items(cfg: BenchConfig, producer: int, slot: int, sequences: list[int], scheduled_ns: int,
                      first_tx: int) -> tuple[str, str, list[str], list[str]]:
     """One push of ``push_batch`` messages to one slot of the space: queue, partition, and each
@@ -141,7 +153,8 @@ def push_batch_items(cfg: BenchConfig, producer: int, slot: int, sequences: list
     Payload ``{"s": scheduled ns, "p": producer, "k": slot, "q": per-slot sequence, "x":
     padding}`` is padded to ``--payload`` bytes (``--payload-fill``: one letter repeated, or
     words and numbers from a different place of :data:`TEXT` each message); the sequence
-    fields let a verifier check loss and order later. transactionIds are unique per message, so dedup never fires.
+    fields let a verifier check loss and order later. transactionIds are unique per message, so dedup never fires
+    (``--transaction-ids``: :data:`TRANSACTION_IDS`).
     """
     queue, partition = locate(cfg, slot)
     seq = sequences[slot]
@@ -151,7 +164,7 @@ def push_batch_items(cfg: BenchConfig, producer: int, slot: int, sequences: list
         head = f'{{"s":{scheduled_ns},"p":{producer},"k":{slot},"q":{seq + i},"x":"'
         pad = max(0, cfg.payload - len(head) - 2)
         start = (seq + i) * 7_919 % (len(TEXT) - pad) if text else 0
-        txids.append(f"{cfg.run_id}-{producer}-{first_tx + i}")
+        txids.append(TRANSACTION_IDS[cfg.transaction_ids](cfg, producer, first_tx + i))
         payloads.append(f'{head}{TEXT[start:start + pad] if text else PAD[:pad]}"}}')
     sequences[slot] = seq + cfg.push_batch
     return queue_name(cfg, queue), partition_name(partition), txids, payloads

@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import time
+import uuid
 import zlib
 
 import httpx
@@ -29,6 +30,7 @@ from reginamq.bench.report import summary_lines
 from reginamq.bench.session import run_session
 from reginamq.bench.system import CPU_PRESSURE, CpuMeter, CpuPressure
 from reginamq.http import binary_push
+from reginamq.store.dedup_keys import bucket
 
 
 def exact_percentile(values: list[int], q: float) -> int:
@@ -126,6 +128,18 @@ def test_push_body_is_padded_and_sequenced():
     for item in items:
         assert item["payload"]["s"] == 123_456_789 and item["payload"]["p"] == 2 and item["payload"]["k"] == 7
         assert len(json.dumps(item["payload"], separators=(",", ":"))) == 256
+
+
+@pytest.mark.parametrize(("form", "runs"), [("counter", False), ("uuid4", False), ("uuid7", True)])
+def test_transaction_ids_take_the_form_asked_for(form, runs):
+    """The form decides where the broker keeps a key (a run for a UUIDv7, a row otherwise)."""
+    cfg = BenchConfig(rate=1_000, push_batch=20, payload=256, partitions=10, transaction_ids=form)
+    items = json.loads(build_push_body(cfg, 0, 3, [0] * cfg.partitions, 1, first_tx=0))["items"]
+    txids = [item["transactionId"] for item in items]
+    assert len(set(txids)) == 20
+    assert all((bucket(txid) is not None) is runs for txid in txids)
+    if form == "uuid4":
+        assert all(uuid.UUID(txid).version == 4 for txid in txids)
 
 
 def test_a_text_fill_pads_to_size_with_words_that_compress_like_text():
