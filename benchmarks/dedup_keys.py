@@ -1,14 +1,20 @@
-"""What a deduplication key costs a push: PostgreSQL CPU and bytes on disk a key.
+"""What a deduplication key costs a push: PostgreSQL CPU and bytes on disk a key, in each store.
 
-Calls rq_push directly over one connection, as the broker calls it for a fused flush (8
-partitions × 100 messages a call, the bench's one-letter payloads; payload_compression.py
-builds the calls), on an embedded PostgreSQL of its own in a temporary folder: into a queue
-without a window and into one with Queen's default window (3,600 s), alternated, twice. The
-CPU is the backend's own between two readings; a key's cost is the difference between the
-two queues a message. The bytes are the key table's (rq_dedup), its indexes included, over
-its keys.
+Calls rq_push directly over one connection per queue, as the broker calls it for a fused flush
+(8 partitions × 100 messages a call, the bench's one-letter payloads; payload_compression.py
+builds the calls), on an embedded PostgreSQL of its own in a temporary folder, into three
+queues in turn, a block of calls each, the order turning every block so that the machine's
+drift falls on all three alike:
 
-    python benchmarks/dedup_keys.py [--calls 400]
+- ``none``: no window (``dedupWindowSeconds: 0``), UUIDv7 transactionIds;
+- ``runs``: Queen's default window (3,600 s), UUIDv7 transactionIds, kept in rq_dedup_runs;
+- ``rows``: the same window, UUIDv4 transactionIds (the Python client's default), a row a key
+  in rq_dedup.
+
+The CPU is each connection's backend's own, summed over its blocks; a key's cost is a queue's
+figure less ``none``'s. The bytes are each store's (its indexes and TOAST included) over its keys.
+
+    python benchmarks/dedup_keys.py [--blocks 24] [--calls 60]
 """
 
 from __future__ import annotations
@@ -18,35 +24,60 @@ import asyncio
 import random
 
 import asyncpg
-from payload_compression import embedded_server, push_cpu
+from payload_compression import PARTITIONS, PER_PARTITION, call_arguments, embedded_server
 
+from reginamq.bench.system import cpu_seconds
+from reginamq.store.messages import PUSH_SQL
 from reginamq.store.schema import apply_schema
 
-WINDOWS = (0, 3600, 0, 3600)
+QUEUES = {"none": (0, False), "runs": (3600, False), "rows": (3600, True)}  # window, random keys
+STORES = {
+    "runs": ("SELECT coalesce(sum(cardinality(keys)), 0) FROM rq_dedup_runs", "rq_dedup_runs"),
+    "rows": ("SELECT count(*) FROM rq_dedup", "rq_dedup"),
+}
+WARMUP_CALLS = 5
 
 
-async def main(calls: int) -> None:
+async def main(blocks: int, calls: int) -> None:
     with embedded_server("reginamq-dedup-") as url:
         await apply_schema(url)
-        conn = await asyncpg.connect(url)
+        conns = {name: await asyncpg.connect(url) for name in QUEUES}
         try:
-            micros: dict[int, list[float]] = {window: [] for window in set(WINDOWS)}
-            for run, window in enumerate(WINDOWS):
-                queue = f"dk-{window}-{run}"
-                await conn.execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2::jsonb)", queue,
-                                   f'{{"dedupWindowSeconds": {window}}}')
-                micros[window].append(await push_cpu(conn, queue, "x", calls, random.Random(run)))
-                print(f"window {window:5} s: {micros[window][-1]:6.2f} µs of PostgreSQL CPU a message")
-            keys = await conn.fetchval("SELECT count(*) FROM rq_dedup")
-            size = await conn.fetchval("SELECT pg_total_relation_size('rq_dedup')")
+            backends = {name: await conn.fetchval("SELECT pg_backend_pid()") for name, conn in conns.items()}
+            for name, (window, _) in QUEUES.items():
+                await conns[name].execute("INSERT INTO rq_queues (name, options) VALUES ($1, $2::jsonb)",
+                                          f"dk-{name}", f'{{"dedupWindowSeconds": {window}}}')
+            seconds, messages = dict.fromkeys(QUEUES, 0.0), dict.fromkeys(QUEUES, 0)
+            rng, call = random.Random(7), 0
+            for block in range(blocks):
+                names = list(QUEUES)[block % 3:] + list(QUEUES)[:block % 3]
+                for name in names:
+                    random_keys = QUEUES[name][1]
+                    prepared = [call_arguments(f"dk-{name}", "x", call + n, rng, random_keys) for n in range(calls)]
+                    for arguments in prepared[:WARMUP_CALLS]:
+                        await conns[name].fetch(PUSH_SQL, *arguments)
+                    started = cpu_seconds(backends[name])
+                    for arguments in prepared[WARMUP_CALLS:]:
+                        await conns[name].fetch(PUSH_SQL, *arguments)
+                    seconds[name] += cpu_seconds(backends[name]) - started
+                    messages[name] += (calls - WARMUP_CALLS) * PARTITIONS * PER_PARTITION
+                call += calls
+            micros = {name: seconds[name] / messages[name] * 1e6 for name in QUEUES}
+            for name in QUEUES:
+                print(f"{name:5}: {micros[name]:6.2f} µs of PostgreSQL CPU a message"
+                      + (f", a key {micros[name] - micros['none']:.2f} µs" if name in STORES else ""))
+            for name, (count_sql, table) in STORES.items():
+                keys = await conns[name].fetchval(count_sql)
+                size = await conns[name].fetchval("SELECT pg_total_relation_size($1::regclass)", table)
+                print(f"{table}: {keys:,} keys, {size / keys:.0f} bytes a key with its indexes and TOAST")
         finally:
-            await conn.close()
-    cost = [with_keys - without for with_keys, without in zip(micros[3600], micros[0], strict=True)]
-    print(f"rq_dedup: {keys:,} keys, {size / keys:.0f} bytes a key with its indexes; "
-          f"a key costs {', '.join(f'{c:.2f}' for c in cost)} µs of PostgreSQL CPU")
+            for conn in conns.values():
+                await conn.close()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=400)
-    asyncio.run(main(parser.parse_args().calls))
+    parser.add_argument("--blocks", type=int, default=24)
+    parser.add_argument("--calls", type=int, default=60, help="calls of a block, 800 messages each")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.blocks, arguments.calls))

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import random
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import uuid_utils
 
 from reginamq.bench.system import cpu_seconds
 from reginamq.store.columns import join_names, join_uuids
+from reginamq.store.dedup_keys import join_buckets
 from reginamq.store.embedded import EmbeddedPostgres
 from reginamq.store.messages import PUSH_SQL
 from reginamq.store.schema import apply_schema
@@ -52,13 +54,18 @@ def payload(kind: str, rng: random.Random) -> bytes:
             f'{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z"}}').encode()
 
 
-def call_arguments(queue: str, kind: str, call: int, rng: random.Random) -> tuple:
+def call_arguments(queue: str, kind: str, call: int, rng: random.Random, random_keys: bool = False) -> tuple:
+    """rq_push's arguments for one call; each transactionId is its message's id (a UUIDv7, as
+    the broker mints for an item without one) or, with ``random_keys``, a UUIDv4 (what the
+    Python client sends by default)."""
     ids = [str(uuid_utils.uuid7()) for _ in range(PARTITIONS * PER_PARTITION)]
-    fragments = [b'"id":"' + i.encode() + b'","transactionId":"' + i.encode() + b'","traceId":null,"data":'
-                 + payload(kind, rng) + b',"producerSub":null' for i in ids]
+    txids = [str(uuid.uuid4()) for _ in ids] if random_keys else ids
+    fragments = [b'"id":"' + i.encode() + b'","transactionId":"' + t.encode() + b'","traceId":null,"data":'
+                 + payload(kind, rng) + b',"producerSub":null' for i, t in zip(ids, txids, strict=True)]
     groups = ",".join(str(g + 1) for g in range(PARTITIONS) for _ in range(PER_PARTITION))
     partitions = [f"p{(call * PARTITIONS + g) % 200}" for g in range(PARTITIONS)]
-    return [queue] * PARTITIONS, partitions, groups, join_names(ids), join_uuids(ids), fragments, "{}", True
+    return [queue] * PARTITIONS, partitions, groups, join_names(txids), join_buckets(txids), join_uuids(ids), \
+        fragments, "{}", True
 
 
 async def push_cpu(conn: asyncpg.Connection, queue: str, kind: str, calls: int, rng: random.Random) -> float:
