@@ -109,7 +109,8 @@ BEGIN
     -- UUIDv7 keys are looked for, and written, in runs (rq_dedup_runs, 001_queues_and_partitions.sql):
     -- the runs of their (partition, bucket) that are still live. The others are a row a key.
     v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
-    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket) WHERE t.win > 0 AND t.bucket IS NOT NULL) THEN
+    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket)
+               WHERE t.win > 0 AND t.bucket IS NOT NULL) THEN
         -- each run key as a uuid, once (NULL: no window, or a row key)
         SELECT array_agg(CASE WHEN t.win > 0 AND t.bucket IS NOT NULL THEN t.txid::uuid END ORDER BY t.ord)
         INTO v_keys
@@ -129,7 +130,8 @@ BEGIN
 
         INSERT INTO rq_dedup_runs (partition_id, bucket, expires_at, keys, message_ids)
         SELECT t.pid, t.bucket, v_now + make_interval(secs => t.win), array_agg(t.key), array_agg(t.msg_id)
-        FROM unnest(v_pids, p_bucket, v_keys, v_windows, p_msg_id) WITH ORDINALITY AS t(pid, bucket, key, win, msg_id, ord)
+        FROM unnest(v_pids, p_bucket, v_keys, v_windows, p_msg_id) WITH ORDINALITY
+             AS t(pid, bucket, key, win, msg_id, ord)
         WHERE t.key IS NOT NULL AND t.ord <> ALL (coalesce(v_seen, '{}'))
         GROUP BY t.pid, t.bucket, t.win;
         IF v_seen IS NOT NULL THEN
@@ -141,7 +143,8 @@ BEGIN
     -- CONFLICT insert's speculative one (no pre-check of the index, no confirmation record);
     -- only when some key already exists (the unique violation rolls the plain insert back) does
     -- the push take the ON CONFLICT path.
-    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket) WHERE t.win > 0 AND t.bucket IS NULL) THEN
+    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket)
+               WHERE t.win > 0 AND t.bucket IS NULL) THEN
         BEGIN
             INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)
             SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
