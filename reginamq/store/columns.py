@@ -38,4 +38,4 @@ def join_uuids(ids: list[str | None]) -> str:
 
 def split_uuids(placeholder: str) -> str:
     """The SQL that turns the parameter ``placeholder`` (a :func:`join_uuids` string) into a uuid[]."""
-    return f"string_to_array({placeholder}, E'\\x{ord(_SEPARATOR):02x}', '')::uuid[]"
+    return f"{split_optional_names(placeholder)}::uuid[]"

@@ -63,6 +63,8 @@ DECLARE
     v_fresh   bool[];
     v_keys    uuid[];
     v_seen    bigint[];
+    v_run_keys bool;
+    v_row_keys bool;
     v_attempt int;
     v_full    jsonb;
     v_size_limited bool;
@@ -109,8 +111,10 @@ BEGIN
     -- UUIDv7 keys are looked for, and written, in runs (rq_dedup_runs, 001_queues_and_partitions.sql):
     -- the runs of their (partition, bucket) that are still live. The others are a row a key.
     v_fresh := array_fill(true, ARRAY[cardinality(p_group)]);
-    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket)
-               WHERE t.win > 0 AND t.bucket IS NOT NULL) THEN
+    SELECT coalesce(bool_or(t.bucket IS NOT NULL), false), coalesce(bool_or(t.bucket IS NULL), false)
+    INTO v_run_keys, v_row_keys
+    FROM unnest(v_windows, p_bucket) AS t(win, bucket) WHERE t.win > 0;
+    IF v_run_keys THEN
         -- each run key as a uuid, once (NULL: no window, or a row key)
         SELECT array_agg(CASE WHEN t.win > 0 AND t.bucket IS NOT NULL THEN t.txid::uuid END ORDER BY t.ord)
         INTO v_keys
@@ -143,8 +147,7 @@ BEGIN
     -- CONFLICT insert's speculative one (no pre-check of the index, no confirmation record);
     -- only when some key already exists (the unique violation rolls the plain insert back) does
     -- the push take the ON CONFLICT path.
-    IF EXISTS (SELECT 1 FROM unnest(v_windows, p_bucket) AS t(win, bucket)
-               WHERE t.win > 0 AND t.bucket IS NULL) THEN
+    IF v_row_keys THEN
         BEGIN
             INSERT INTO rq_dedup (partition_id, transaction_id, message_id, expires_at)
             SELECT t.pid, t.txid, t.msg_id, v_now + make_interval(secs => t.win)
