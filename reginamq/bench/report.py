@@ -136,7 +136,8 @@ def summary_lines(final: dict) -> list[str]:
 
 def _pop_lines(final: dict) -> list[str]:
     """How the pops were answered: empty answers at the client, and on the broker's side the
-    pops that asked the database, those that found nothing, and the pops each push woke."""
+    pops that asked the database, those that found nothing, and the pops each push woke; how
+    many ack requests each rq_ack call applied."""
     if not final.get("pop_reqs"):
         return []
     seconds = final["elapsed_s"] or 1.0
@@ -147,6 +148,10 @@ def _pop_lines(final: dict) -> list[str]:
                      f"{final['empty_queries'] / seconds:,.0f}/s found nothing; "
                      f"{final['woken_by_push'] / final['pushes']:.2f} pops woken a push "
                      f"({final['push_notices'] / seconds:,.0f} push announcements heard/s)")
+    if final.get("ack_calls"):
+        requests, calls = final["ack_requests"], final["ack_calls"]
+        lines.append(f"  acks: {requests / seconds:,.0f} requests/s in {calls / seconds:,.0f} rq_ack calls/s "
+                     f"({requests / calls:.2f} requests a call)")
     return lines
 
 

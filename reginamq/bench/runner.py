@@ -139,7 +139,7 @@ async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[
         process.start()
     try:
         rows, final = await _collect(cfg, start_ns, reports, abort, stop, sampler, display, interrupted)
-        final.update(await sampler.broker_pops(started_at))
+        final.update(await sampler.broker_traffic(started_at))
         return rows, final
     finally:
         for signum, handler in previous.items():

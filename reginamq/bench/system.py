@@ -246,17 +246,18 @@ class SystemSampler:
             self._conn = None
             return None
 
-    async def broker_pops(self, since: float) -> dict:
+    async def broker_traffic(self, since: float) -> dict:
         """What the broker's processes counted since ``since`` (a wall-clock instant, whole
         minutes: the process metrics keep a row a minute, see maintenance/process_metrics.py):
-        push requests, pop attempts that asked the database and those that found nothing, and
-        the pops a push's announcement woke. Empty without the database."""
+        push requests, pop attempts that asked the database and those that found nothing, the
+        pops a push's announcement woke, ack requests and rq_ack calls. Empty without the
+        database."""
         if not self.database_url:
             return {}
         try:
             if self._conn is None or self._conn.is_closed():
                 self._conn = await asyncpg.connect(self.database_url, timeout=5)
-            return await Store(Session(self._conn)).process_metrics.pop_counts(
+            return await Store(Session(self._conn)).process_metrics.traffic_counts(
                 datetime.fromtimestamp(since, UTC))
         except Exception:
             self._conn = None

@@ -81,6 +81,41 @@ def prepare(acks: list[Ack], default_group: str | None = None) -> PreparedAcks:
     return prepared
 
 
+def cursors(prepared: PreparedAcks) -> set[tuple[str, str]]:
+    """The (partition, consumer group) cursors the acknowledgements move."""
+    return set(zip(prepared.partitions, prepared.groups, strict=True))
+
+
+def merge(requests: list[PreparedAcks]) -> PreparedAcks:
+    """The acknowledgements of several requests as one call's, request after request."""
+    if len(requests) == 1:
+        return requests[0]
+    merged = PreparedAcks([], [], [], [], [], [])
+    for prepared in requests:
+        merged.groups += prepared.groups
+        merged.partitions += prepared.partitions
+        merged.txids += prepared.txids
+        merged.leases += prepared.leases
+        merged.statuses += prepared.statuses
+        merged.errors += prepared.errors
+    return merged
+
+
+def split(answers: list[dict], requests: list[PreparedAcks]) -> list[list[dict]]:
+    """A merged call's answers (:func:`merge`) back to each request, indexed within it."""
+    if len(requests) == 1:
+        return [answers]
+    mine, offset = [], 0
+    for prepared in requests:
+        size = len(prepared.txids)
+        part = answers[offset:offset + size]
+        for answer in part:
+            answer["index"] -= offset
+        mine.append(part)
+        offset += size
+    return mine
+
+
 async def write(store: Store, prepared: PreparedAcks) -> list[dict]:
     """One ack call (the store announces the partitions with work again); the answer per
     acknowledgement, in request order.

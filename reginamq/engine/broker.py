@@ -1,6 +1,6 @@
 """The broker of one process: its settings, its store (database pool included), and the
-per-process state the message plane shares (waiters, hints, cached options, the push fusion and
-spool, the lease watcher, the meter), started and stopped together.
+per-process state the message plane shares (waiters, hints, cached options, the push and ack
+fusions, the spool, the lease watcher, the meter), started and stopped together.
 
 Everything here can be dropped: the truth is in the database, so a process that dies loses
 only parked long polls and hints. What a database failure means for a client is decided in the
@@ -15,13 +15,14 @@ import logging
 
 from reginamq.common.errors import Unavailable
 from reginamq.config import Settings
+from reginamq.engine.ack_fusion import AckFusion
 from reginamq.engine.autopilot import Autopilot
 from reginamq.engine.encryption import Sealer
-from reginamq.engine.fusion import PushFusion
 from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.lease_watcher import LeaseWatcher
 from reginamq.engine.meter import Meter
 from reginamq.engine.pop import FillWaits, GroupPolicies, SweepPositions
+from reginamq.engine.push_fusion import PushFusion
 from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store
@@ -48,6 +49,7 @@ class Broker:
         self.lease_watcher = LeaseWatcher(self.store, self.hot, self.waiters)
         self.sealer = Sealer.from_settings(settings)
         self.spool = Spool(settings.resolved_spool_dir(), self.store, self.sealer)
+        self.acks = AckFusion(self.store, self.meter)
         self.pushes = PushFusion(self.store, self.sealer, self.spool, settings.push_flush_spacing_ms / 1000)
         self.sweeps = SweepPositions()
         self.fill_waits = FillWaits()

@@ -1,95 +1,56 @@
-"""Push fusion: concurrent push requests of one process share one rq_push call.
+"""Fusion: concurrent requests of one process share one store call and one commit.
 
-While a flush is in flight, newly arriving pushes wait in a queue; the next flush takes them
-all (up to a cap) and writes them in one statement and one commit. The batch therefore grows
-with load instead of being configured, and the fixed cost of a call (round trip, procedure
-entry, partition lock round, commit) is paid once per flush rather than once per request.
+While a call is in flight, newly arriving requests wait in a queue; the next call takes them
+all (up to a cap on their items) and applies them together. The batch therefore grows with
+load instead of being configured, and the fixed cost of a call (round trip, function entry,
+statement set-up, commit, the notices after it) is paid once per call rather than once per
+request. Each request still gets its own answer, and only once the call that holds it has
+committed.
 
-With a ``spacing`` (``--push-flush-spacing-ms``, 10 ms by default, 0 = off), flushes also
-start at least that far apart while independent requests come together. Every call is followed
-by a wake-up, a pop and an ack, so under open-loop load fewer, fuller calls cut all three.
-Producers that wait for each answer before their next push are recognised by their requests
-following their own connection's answer at once; once all of a cohort of them is back, its
-flush goes without waiting, so they are not held to one push per spacing.
+Two requests that touch the same key (a push's (queue, partition, transactionId), an ack's
+(partition, consumer group)) never share a call: the later one waits for the next, so it sees
+what the first one did, exactly as if they had come one after the other. Requests with no key
+in common commute, so applying them in one call is the same as applying them in turn.
 
-Each request still gets its own answer, and a request is acknowledged only after the commit
-that holds its messages (or, with the database away, after the spool has fsynced it). Two
-requests naming the same (queue, partition, transactionId) never share a flush: the later one
-waits for the next, so deduplication sees the first one stored.
+Subclasses say what a request's keys and size are, and how a batch is written and answered
+(push_fusion.py, ack_fusion.py); a subclass may also hold a call back for a while
+(``_wait_for_turn``) so that more requests join it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
-from reginamq.common.errors import QueueFull, Refused, Unavailable
-from reginamq.engine import push
-from reginamq.engine.encryption import Sealer
-from reginamq.engine.spool import Spool
-from reginamq.store import Store
-
-MAX_ITEMS_PER_FLUSH = 5_000
-MAX_FLUSHES_IN_FLIGHT = 2
-# Connections whose last push answer is remembered, at most (older answers are forgotten first).
-MAX_CONNECTIONS_NOTED = 4_096
-RECONNECT_PAUSES = (0.02, 0.2)
+Request = TypeVar("Request")
 
 
-class PushFusion:
-    def __init__(self, store: Store, sealer: Sealer, spool: Spool | None, spacing: float):
-        self._store = store
-        # Also how soon after its connection's last push answer a request follows that answer
-        # (its producer waited for it). One spacing, not half: producers sharing one event loop
-        # (the official client's usual shape) take a while to all send again, and counted within
-        # half a spacing many of their requests would pass for independent ones and wait; load
-        # that does not wait is still caught by the count.
-        self._spacing = spacing
-        self._next_start = 0.0
-        self._last_batch = 0
-        self._sealer = sealer
-        self._spool = spool
-        self._pending: deque[tuple[push.PreparedPush, asyncio.Future, bool]] = deque()
-        self._answered_at: dict[object, float] = {}  # connection -> when its last push was answered
+class Fusion(Generic[Request]):
+    max_items: int = 5_000  # items of one call, unless a single request holds more
+    max_flights: int = 2  # calls of the process in flight at once
+
+    def __init__(self) -> None:
+        # each waiting request with its answer's future and whether it counts as independent
+        # (a subclass's notion: push_fusion.py counts requests that did not wait for an answer)
+        self._pending: deque[tuple[Request, asyncio.Future, bool]] = deque()
         self._in_flight = 0
         self._flights: set[asyncio.Task] = set()
-        self._independent = 0  # waiting requests that did not follow their connection's answer
-        self._back = asyncio.Event()  # set when a cohort of producers that wait is back
 
-    async def push(self, prepared: push.PreparedPush, connection: object = None) -> list[dict]:
-        """``connection`` (the client's address and port) tells whether this request follows
-        its own connection's last answer at once, as a producer's that waits for each answer."""
-        if self._spool is not None and self._spool.pending():
-            return self._spool.append(prepared)  # behind what waits there, to keep order
+    def _enqueue(self, request: Request, independent: bool = False) -> asyncio.Future:
+        """Queue ``request``; a call takes it soon (one starts if fewer than ``max_flights``
+        are in flight). The future settles with its answer or its error."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        answered = self._answered_at.get(connection) if connection is not None else None
-        independent = answered is None or time.monotonic() - answered > self._spacing
-        self._pending.append((prepared, future, independent))
-        self._independent += independent
-        if self._spacing and self._cohort_back():
-            self._back.set()
-        if self._in_flight < MAX_FLUSHES_IN_FLIGHT:
+        self._pending.append((request, future, independent))
+        self._queued(independent)
+        if self._in_flight < self.max_flights:
             self._in_flight += 1
             flight = loop.create_task(self._flush_while_pending())
             self._flights.add(flight)  # a task nobody refers to may be collected mid-flight
             flight.add_done_callback(self._flights.discard)
-        try:
-            return await future
-        except QueueFull as error:
-            raise push.refusal(prepared, error) from None
-        finally:
-            if connection is not None and self._spacing:
-                self._note_answer(connection)
-
-    def _note_answer(self, connection: object) -> None:
-        now = time.monotonic()
-        if len(self._answered_at) >= MAX_CONNECTIONS_NOTED:
-            horizon = now - self._spacing
-            self._answered_at = {key: at for key, at in self._answered_at.items() if at >= horizon}
-        self._answered_at[connection] = now
+        return future
 
     async def _flush_while_pending(self) -> None:
         try:
@@ -97,102 +58,62 @@ class PushFusion:
                 await self._wait_for_turn()
                 batch = self._take()
                 if batch:  # another flight may have taken everything meanwhile
-                    self._last_batch = len(batch)
                     await self._flush(batch)
         finally:
             self._in_flight -= 1
 
-    def _cohort_back(self) -> bool:
-        """Every waiting request followed its own connection's last answer (within a
-        spacing), and as many wait as the last flush carried: producers that wait for each
-        answer are all back, and nobody else is coming."""
-        return self._independent == 0 and len(self._pending) >= self._last_batch
-
-    async def _wait_for_turn(self) -> None:
-        """Keep flush starts ``spacing`` apart while requests come together (more than one
-        waits, or the last flush took more than one), unless the waiting ones are a cohort of
-        producers that wait for each answer, all back: nothing else would join their flush, and
-        waiting would hold each of them to one push per spacing. A flight waiting for its turn
-        goes as soon as such a cohort is complete, and gives its slot back. Load that does not
-        wait for answers keeps arriving, and the wait makes its flushes fewer and fuller. The
-        slot is reserved before sleeping, so two flights take successive slots."""
-        if not self._spacing:
-            return
-        now = time.monotonic()
-        together = len(self._pending) > 1 or self._last_batch > 1
-        start = max(now, self._next_start) if together and not self._cohort_back() else now
-        self._next_start = start + self._spacing
-        if start > now:
-            self._back.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._back.wait(), start - now)
-                self._next_start = time.monotonic() + self._spacing  # went early: the slot is free
-
-    def _take(self) -> list[tuple[push.PreparedPush, asyncio.Future]]:
-        batch, taken_keys, deferred, items = [], set(), deque(), 0
-        while self._pending and items < MAX_ITEMS_PER_FLUSH:
+    def _take(self) -> list[tuple[Request, asyncio.Future]]:
+        """The next call's requests, in arrival order: up to ``max_items`` items, none sharing a
+        key with an earlier one of the call (those stay first in the queue for the next)."""
+        batch: list[tuple[Request, asyncio.Future]] = []
+        taken_keys: set[Hashable] = set()
+        deferred: deque[tuple[Request, asyncio.Future, bool]] = deque()
+        items = 0
+        while self._pending and items < self.max_items:
             entry = self._pending.popleft()
-            prepared, future, independent = entry
+            request, future, independent = entry
             if future.done():  # the request went away before its turn
-                self._independent -= independent
+                self._left(independent)
                 continue
-            request_keys = push.keys(prepared)
-            if batch and (request_keys & taken_keys or items + len(prepared.queues) > MAX_ITEMS_PER_FLUSH):
+            keys = self._keys(request)
+            size = self._size(request)
+            if batch and (keys & taken_keys or items + size > self.max_items):
                 deferred.append(entry)
                 continue
-            batch.append((prepared, future))
-            self._independent -= independent
-            taken_keys |= request_keys
-            items += len(prepared.queues)
+            batch.append((request, future))
+            self._left(independent)
+            taken_keys |= keys
+            items += size
         self._pending.extendleft(reversed(deferred))
+        self._took(len(batch))
         return batch
 
-    async def _write(self, merged: push.PreparedPush) -> dict[int, str]:
-        """A lost connection is often just that one connection (a restarted backend, a killed
-        session): try fresh ones briefly before falling back to the spool."""
-        for pause in RECONNECT_PAUSES:
-            try:
-                return await push.execute(self._store, merged, self._sealer)
-            except Unavailable:
-                await asyncio.sleep(pause)
-        return await push.execute(self._store, merged, self._sealer)
-
-    async def _flush(self, batch) -> None:
-        if not batch:
-            return
-        merged = push.merge([prepared for prepared, _ in batch])
-        try:
-            duplicates = await self._write(merged)
-        except Unavailable as error:
-            for prepared, future in batch:
-                if not future.done():
-                    try:
-                        if self._spool is None:
-                            raise error
-                        future.set_result(self._spool.append(prepared))
-                    except Exception as failure:  # the spool too could not keep it: not acknowledged
-                        future.set_exception(failure)
-            return
-        except Refused as refused:
-            if len(batch) > 1:
-                # One request's full queue must not refuse the others it was fused with.
-                for request in batch:
-                    await self._flush([request])
-            elif not batch[0][1].done():
-                batch[0][1].set_exception(refused)
-            return
-        except BaseException as error:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        offset = 0
-        for prepared, future in batch:
-            size = len(prepared.queues)
+    @staticmethod
+    def _fail(batch: list[tuple[Request, asyncio.Future]], error: BaseException) -> None:
+        for _, future in batch:
             if not future.done():
-                mine = {column - offset: original for column, original in duplicates.items()
-                        if offset <= column < offset + size}
-                future.set_result(push.answer(prepared, mine))
-            offset += size
+                future.set_exception(error)
+
+    # What a subclass says.
+
+    def _keys(self, request: Request) -> set[Hashable]:
+        raise NotImplementedError
+
+    def _size(self, request: Request) -> int:
+        raise NotImplementedError
+
+    async def _flush(self, batch: list[tuple[Request, asyncio.Future]]) -> None:
+        """Apply the batch in one call and settle every future (an answer or an error)."""
+        raise NotImplementedError
+
+    async def _wait_for_turn(self) -> None:
+        """Hold the next call back (by default it goes at once)."""
+
+    def _queued(self, independent: bool) -> None:
+        """A request joined the queue."""
+
+    def _left(self, independent: bool) -> None:
+        """A request left the queue (taken into a call, or gone before its turn)."""
+
+    def _took(self, requests: int) -> None:
+        """A call was formed of ``requests`` requests."""

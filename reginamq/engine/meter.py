@@ -15,6 +15,7 @@ class Meter:
     """This process's counters for the current minute, fed by the request path."""
 
     __slots__ = (
+        "ack_calls",
         "ack_failed",
         "ack_messages",
         "ack_requests",
@@ -44,7 +45,7 @@ class Meter:
         self.push_messages = self.pop_messages = self.ack_messages = 0
         self.push_requests = self.pop_requests = self.ack_requests = self.requests = 0
         self.ack_failed = self.dead_lettered = self.db_errors = self.lag_count = 0
-        self.pop_queries = self.empty_queries = self.wakeups = self.push_notices = 0
+        self.pop_queries = self.empty_queries = self.wakeups = self.push_notices = self.ack_calls = 0
         self.lag_sum_ms = self.lag_max_ms = 0.0
         self.queues: dict[str, list] = {}  # queue -> [pops, lag_sum_ms, lag_max_ms]
 

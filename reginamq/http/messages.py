@@ -112,7 +112,7 @@ async def ack_batch(broker: Broker, request: Request) -> responses.Response:
 
 
 async def _acks(broker: Broker, prepared: acks.PreparedAcks) -> responses.Response:
-    answers = await acks.write(broker.store, prepared)
+    answers = await broker.acks.write(prepared)
     broker.meter.acked(answers)
     if broker.autopilot.awaiting_acks:
         for lease_id, count in collections.Counter(filter(None, prepared.leases)).items():

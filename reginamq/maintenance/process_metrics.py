@@ -153,6 +153,7 @@ class ProcessMetrics(Periodic):
             "requests": {"in_flight": gauges["in_flight"].as_json(), "parked_pops": gauges["parked"].as_json()},
             "pops": {"queries": meter.pop_queries, "empty_queries": meter.empty_queries,
                      "push_notices": meter.push_notices, "woken_by_push": meter.wakeups},
+            "acks": {"calls": meter.ack_calls},
             "uptime_seconds": round(time.monotonic() - _STARTED),
         }
         hostname, port, pid = self._identity

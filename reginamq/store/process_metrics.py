@@ -29,7 +29,7 @@ ON CONFLICT (bucket, hostname, port, pid) DO UPDATE SET
 SYSTEM_SQL = "SELECT rq_system_metrics($1, $2, $3, $4)::text"
 WORKER_SQL = "SELECT rq_worker_metrics($1, $2, $3, $4)::text"
 PURGE_SQL = "SELECT rq_process_metrics_purge_step($1, $2)"
-POP_COUNTS_SQL = "SELECT * FROM rq_pop_counts($1)"
+TRAFFIC_COUNTS_SQL = "SELECT * FROM rq_traffic_counts($1)"
 
 
 class ProcessMetrics(Family):
@@ -53,9 +53,10 @@ class ProcessMetrics(Family):
         """Deletes at most ``limit`` rows of minutes before ``before``; answers how many."""
         return await self._db.fetchval(PURGE_SQL, limit, before)
 
-    async def pop_counts(self, since: datetime) -> dict[str, int]:
+    async def traffic_counts(self, since: datetime) -> dict[str, int]:
         """What every process counted from the minute of ``since`` on: push requests
         (``pushes``), pop attempts that asked the database (``pop_queries``) and those that found
         nothing (``empty_queries``), push announcements heard (``push_notices``: by every process)
-        and the parked pops they woke (``woken_by_push``)."""
-        return dict(await self._db.fetchrow(POP_COUNTS_SQL, since))
+        and the parked pops they woke (``woken_by_push``), ack requests (``ack_requests``) and the
+        rq_ack calls that applied them (``ack_calls``: fewer when acks were fused)."""
+        return dict(await self._db.fetchrow(TRAFFIC_COUNTS_SQL, since))

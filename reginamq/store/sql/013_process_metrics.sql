@@ -176,16 +176,19 @@ END;
 $$;
 
 -- What every process counted from the minute of p_since on, for the bench's report of how pops
--- were answered: push requests, pop attempts that asked the database and those that found
--- nothing, push announcements heard and the pops they woke (maintenance/process_metrics.py, "pops").
-CREATE OR REPLACE FUNCTION rq_pop_counts(p_since timestamptz)
+-- and acks were answered: push requests, pop attempts that asked the database and those that
+-- found nothing, push announcements heard and the pops they woke (maintenance/process_metrics.py,
+-- "pops"), ack requests and the rq_ack calls that applied them ("acks").
+CREATE OR REPLACE FUNCTION rq_traffic_counts(p_since timestamptz)
 RETURNS TABLE (pushes bigint, pop_queries bigint, empty_queries bigint, push_notices bigint,
-               woken_by_push bigint)
+               woken_by_push bigint, ack_requests bigint, ack_calls bigint)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(sum(push_requests), 0)::bigint,
            coalesce(sum((system->'pops'->>'queries')::bigint), 0)::bigint,
            coalesce(sum((system->'pops'->>'empty_queries')::bigint), 0)::bigint,
            coalesce(sum((system->'pops'->>'push_notices')::bigint), 0)::bigint,
-           coalesce(sum((system->'pops'->>'woken_by_push')::bigint), 0)::bigint
+           coalesce(sum((system->'pops'->>'woken_by_push')::bigint), 0)::bigint,
+           coalesce(sum(ack_requests), 0)::bigint,
+           coalesce(sum((system->'acks'->>'calls')::bigint), 0)::bigint
     FROM rq_process_metrics WHERE bucket >= date_trunc('minute', p_since)
 $$;
