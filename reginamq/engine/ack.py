@@ -1,4 +1,5 @@
-"""Acknowledgements, lease renewal: parse, normalise statuses, one rq_ack call per request."""
+"""Acknowledgements, lease renewal: parse, normalise statuses, apply them in one rq_ack call (of one
+request, or of several fused by ack_fusion.py: merge and split)."""
 
 from __future__ import annotations
 
