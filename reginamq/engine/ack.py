@@ -1,5 +1,5 @@
 """Acknowledgements, lease renewal: parse, normalise statuses, apply them in one rq_ack call (of one
-request, or of several fused by ack_fusion.py: merge and split)."""
+request, or of several fused by ack_fusion.py, whose answers :func:`split` hands back)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class PreparedAcks(msgspec.Struct):
     leases: list[str | None]
     statuses: list[str]
     errors: list[str | None]
+
+
+COLUMNS = PreparedAcks.__struct_fields__  # all of them: what rq_ack takes
 
 
 def normalise_status(status: str | None) -> str:
@@ -87,23 +90,9 @@ def cursors(prepared: PreparedAcks) -> set[tuple[str, str]]:
     return set(zip(prepared.partitions, prepared.groups, strict=True))
 
 
-def merge(requests: list[PreparedAcks]) -> PreparedAcks:
-    """The acknowledgements of several requests as one call's, request after request."""
-    if len(requests) == 1:
-        return requests[0]
-    merged = PreparedAcks([], [], [], [], [], [])
-    for prepared in requests:
-        merged.groups += prepared.groups
-        merged.partitions += prepared.partitions
-        merged.txids += prepared.txids
-        merged.leases += prepared.leases
-        merged.statuses += prepared.statuses
-        merged.errors += prepared.errors
-    return merged
-
-
 def split(answers: list[dict], requests: list[PreparedAcks]) -> list[list[dict]]:
-    """A merged call's answers (:func:`merge`) back to each request, indexed within it."""
+    """A call's answers back to each of the requests it was made of (ack fusion), indexed within
+    each."""
     if len(requests) == 1:
         return [answers]
     mine, offset = [], 0

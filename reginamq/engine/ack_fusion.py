@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from reginamq.engine import ack as acks
-from reginamq.engine.fusion import Fusion
+from reginamq.engine.fusion import Fusion, concatenated
 from reginamq.engine.meter import Meter
 from reginamq.store import Store
 
@@ -46,7 +46,7 @@ class AckFusion(Fusion[acks.PreparedAcks]):
     async def _flush(self, batch: list[tuple[acks.PreparedAcks, asyncio.Future]]) -> None:
         requests = [prepared for prepared, _ in batch]
         try:
-            answers = await acks.write(self._store, acks.merge(requests))
+            answers = await acks.write(self._store, concatenated(requests, acks.COLUMNS))
         except BaseException as error:
             self._fail(batch, error)
             if not isinstance(error, Exception):

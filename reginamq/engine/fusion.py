@@ -24,7 +24,23 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+import msgspec
+
 Request = TypeVar("Request")
+Columns = TypeVar("Columns", bound=msgspec.Struct)
+
+
+def concatenated(parts: list[Columns], columns: tuple[str, ...]) -> Columns:
+    """The ``columns`` (list fields) of several requests one after the other, as one call's; the
+    struct's other fields are left empty."""
+    if len(parts) == 1:
+        return parts[0]
+    kind = type(parts[0])
+    merged = kind(**{name: [] for name in kind.__struct_fields__})
+    for part in parts:
+        for name in columns:
+            getattr(merged, name).extend(getattr(part, name))
+    return merged
 
 
 class Fusion(Generic[Request]):

@@ -47,6 +47,11 @@ class PreparedPush(msgspec.Struct):
     slots: list[tuple[int, str, str]]
 
 
+# What rq_push takes: the columns several requests' calls are made of (push fusion); the
+# slots stay each request's own.
+COLUMNS = ("queues", "partitions", "txids", "message_ids", "fragments")
+
+
 def prepare(items: list[PushItem], producer_sub: str | None = None,
             message_ids: list[str | None] | None = None) -> PreparedPush:
     """Validate, mint ids (unless the client minted them: ``message_ids``, one an item or None,
@@ -173,18 +178,6 @@ def answer(prepared: PreparedPush, duplicates: dict[int, str]) -> list[dict]:
 async def write(store: Store, prepared: PreparedPush, sealer: Sealer) -> list[dict]:
     """Push through ``store`` (inside its transaction, if it has one) and build the answer."""
     return answer(prepared, await execute(store, prepared, sealer))
-
-
-def merge(batch: list[PreparedPush]) -> PreparedPush:
-    """Many requests' columns as one rq_push call (push fusion); slots are not merged."""
-    merged = PreparedPush([], [], [], [], [], [])
-    for prepared in batch:
-        merged.queues += prepared.queues
-        merged.partitions += prepared.partitions
-        merged.txids += prepared.txids
-        merged.message_ids += prepared.message_ids
-        merged.fragments += prepared.fragments
-    return merged
 
 
 def keys(prepared: PreparedPush) -> set[tuple[str, str, str]]:

@@ -22,7 +22,7 @@ import time
 from reginamq.common.errors import QueueFull, Refused, Unavailable
 from reginamq.engine import push
 from reginamq.engine.encryption import Sealer
-from reginamq.engine.fusion import Fusion
+from reginamq.engine.fusion import Fusion, concatenated
 from reginamq.engine.spool import Spool
 from reginamq.store import Store
 
@@ -128,7 +128,7 @@ class PushFusion(Fusion[push.PreparedPush]):
     async def _flush(self, batch) -> None:
         if not batch:
             return
-        merged = push.merge([prepared for prepared, _ in batch])
+        merged = concatenated([prepared for prepared, _ in batch], push.COLUMNS)
         try:
             duplicates = await self._write(merged)
         except Unavailable as error:
