@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,8 @@ from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.engine.waiters import settle
 from reginamq.store import Store
+
+log = logging.getLogger("reginamq.pop")
 
 FIRST_RECHECK = 0.1
 LAST_RECHECK = 1.0
@@ -347,7 +350,8 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
             remaining = deadline - time.monotonic()
             if parked is None or remaining <= 0 or waiters.closing:
                 return _answer([], "", conflating, request, plan)
-            if not await _wait_for(parked, hang_up.watch(), min(recheck, remaining)):
+            if not await _wait_for(parked, hang_up.watch(), min(recheck, remaining),
+                                   functools.partial(_nothing_to_ask, broker, request, key), deadline):
                 recheck = min(recheck * 2, LAST_RECHECK)
             if waiters.closing or hang_up.heard:
                 return _answer([], "", conflating, request, plan)
@@ -365,6 +369,13 @@ def _work_in_sight(broker, request: PopRequest, key: tuple, conflating: bool | N
     source = _source(request)
     return (broker.hot.waiting(source, request.group) > 0 or broker.hot.scan_due(source, request.group)
             or broker.sweeps.due(key))
+
+
+def _nothing_to_ask(broker, request: PopRequest, key: tuple) -> bool:
+    """Whether a parked long poll's re-check would ask the database nothing: no work in sight
+    and, for a namespace/task pop, no read of the queue directory due (see :func:`_pop`)."""
+    return not (_work_in_sight(broker, request, key, _conflating(broker.policies, key, request))
+                or (request.queue is None and broker.hot.directory_due()))
 
 
 def _reports(sweeps: SweepPositions, key: tuple, request: PopRequest, conflating: bool | None,
@@ -416,13 +427,36 @@ def _answer(rows: list, lease_id: str, conflating: bool | None, request: PopRequ
     return Popped(rows, lease_id, on, request.conflation is not None and request.conflation != on, plan)
 
 
-async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float) -> bool:
+async def _wait_for(parked: asyncio.Future, client_gone: asyncio.Future | None, seconds: float,
+                    nothing_to_ask: Callable[[], bool] | None = None, deadline: float = 0.0) -> bool:
     """Wait for a wake-up (or the client hanging up) at most ``seconds``; True if one came.
     ``parked`` is this pop's own future (waiters.py), so the time-out and the hang-up settle it
-    directly: one timer and no helper future per wait, for a wait that mostly times out."""
+    directly: one timer and no helper future per wait, for a wait that mostly times out.
+
+    With ``nothing_to_ask``, the time-out is the long poll's re-check: while it answers True
+    (nothing announced, no look-up or sweep due) and ``deadline`` is ahead, the timer sets itself
+    again on the back-off instead of waking the pop, which would only park again. An idle long
+    poll therefore runs no code of its own until it is woken, finds work in sight, or ends."""
     if parked.done():
         return True
-    timer = asyncio.get_running_loop().call_later(seconds, settle, parked, TIMED_OUT)
+    loop = asyncio.get_running_loop()
+    interval = seconds
+
+    def time_out() -> None:
+        nonlocal timer, interval
+        remaining = deadline - time.monotonic()
+        try:
+            rest = nothing_to_ask is not None and remaining > 0 and nothing_to_ask()
+        except Exception:  # a re-check that cannot tell wakes the pop: it must never stay parked
+            log.exception("a long poll's re-check failed")
+            rest = False
+        if rest:
+            interval = min(interval * 2, LAST_RECHECK)
+            timer = loop.call_later(min(interval, remaining), time_out)
+        else:
+            settle(parked, TIMED_OUT)
+
+    timer = loop.call_later(seconds, time_out)
     on_hang_up = functools.partial(_hung_up, parked)
     if client_gone is not None:
         client_gone.add_done_callback(on_hang_up)

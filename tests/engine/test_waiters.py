@@ -359,3 +359,44 @@ async def test_a_long_poll_of_a_queue_that_does_not_exist_yet_rests_and_gets_its
         assert (await pop(broker, request)).rows == []  # re-checks at 0.1, 0.2 and 0.4 s of its 0.8
         assert broker.meter.pop_queries == 1
         assert await a_push_elsewhere_reaches_a_parked_poll(broker, request, database_url) == 1
+
+
+async def test_an_idle_long_poll_parks_once_and_a_recheck_finds_work_whose_wake_up_was_lost(
+        database_url, monkeypatch):
+    """An idle long poll's re-checks run as timers: one that finds nothing to ask leaves the pop
+    parked (it parks once however many re-checks its wait holds); one that finds a hint wakes it,
+    so work whose wake-up was lost is still delivered on the back-off, not at the time-out."""
+    monkeypatch.setattr(hot_partitions, "CATCH_UP_SECONDS", 0.0)  # the reader is past its catch-up
+    hot, fill_waits, waiters = process_state()
+    queue = f"w-{uuid.uuid4().hex[:8]}"
+    request = queue_mode_long_poll(queue, batch=10, timeout_ms=10_000)
+    parks = 0
+    park = waiters.park
+
+    def counted_park(*args, **kwargs):
+        nonlocal parks
+        parks += 1
+        return park(*args, **kwargs)
+
+    monkeypatch.setattr(waiters, "park", counted_park)
+    async with listening(waiters, database_url) as store:
+        broker = engine_broker(waiters, store, hot, fill_waits)
+        await wait_listening(waiters)
+        await push_one(database_url, queue)
+        assert len((await pop(broker, request)).rows) == 1  # the reader's first pop looks everything up
+        assert (await pop(broker, request)).rows == []  # its sweep found work: this one sweeps on
+        counts = []
+        for timeout_ms in (300, 1_500):  # re-checks at 0.1 and 0.3 s, or at 0.1, 0.3, 0.7 and 1.5 s
+            parks = 0
+            started = asyncio.get_running_loop().time()
+            assert (await pop(broker, dataclasses.replace(request, timeout_ms=timeout_ms))).rows == []
+            assert asyncio.get_running_loop().time() - started >= timeout_ms / 1000 - 0.05  # it waited
+            counts.append(parks)
+        assert counts[0] == counts[1] <= 2  # the longer wait's re-checks parked it no more often
+
+        monkeypatch.setattr(waiters, "wake", lambda *_args, **_kwargs: 0)  # the push's wake-up is lost
+        popping = asyncio.create_task(pop(broker, request))
+        await let_a_long_poll_park()
+        await push_one(database_url, queue)  # heard: a hint for the reader, but nobody is woken
+        got = await asyncio.wait_for(popping, 5)  # a re-check (at most a second apart) finds the hint
+        assert sum(len(row[5]) for row in got.rows) == 1
