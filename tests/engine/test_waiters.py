@@ -85,6 +85,20 @@ def engine_broker(waiters: Waiters, store: Store, hot: HotPartitions, fill_waits
                                  policies=GroupPolicies(), autopilot=Autopilot())
 
 
+@contextlib.asynccontextmanager
+async def past_the_first_pops(waiters: Waiters, hot: HotPartitions, fill_waits: FillWaits, database_url: str,
+                              request: PopRequest):
+    """A broker whose reader of ``request``'s queue has taken a first message and swept once: from
+    here on, a long poll of that queue has nothing in sight."""
+    async with listening(waiters, database_url) as store:
+        broker = engine_broker(waiters, store, hot, fill_waits)
+        await wait_listening(waiters)
+        await push_one(database_url, request.queue)
+        assert len((await pop(broker, request)).rows) == 1  # the reader's first pop looks everything up
+        assert (await pop(broker, request)).rows == []  # its sweep found work: this one sweeps on
+        yield broker
+
+
 async def test_a_push_wakes_the_waiters_of_its_queue_and_only_those(database_url):
     waiters = Waiters()
     async with listening(waiters, database_url):
@@ -327,12 +341,7 @@ async def test_an_idle_long_poll_parks_without_a_sync_round_and_a_push_elsewhere
         return len(rounds)
 
     try:
-        async with listening(waiters, database_url) as store:
-            broker = engine_broker(waiters, store, hot, fill_waits)
-            await wait_listening(waiters)
-            await push_one(database_url, queue)
-            assert len((await pop(broker, request)).rows) == 1  # the reader's first pop looks everything up
-            assert (await pop(broker, request)).rows == []  # its sweep found work: this one sweeps on
+        async with past_the_first_pops(waiters, hot, fill_waits, database_url, request) as broker:
             before = await rounds_so_far()
             assert before >= 1
             assert (await pop(broker, request)).rows == []  # nothing in sight
@@ -379,12 +388,7 @@ async def test_an_idle_long_poll_parks_once_and_a_recheck_finds_work_whose_wake_
         return park(*args, **kwargs)
 
     monkeypatch.setattr(waiters, "park", counted_park)
-    async with listening(waiters, database_url) as store:
-        broker = engine_broker(waiters, store, hot, fill_waits)
-        await wait_listening(waiters)
-        await push_one(database_url, queue)
-        assert len((await pop(broker, request)).rows) == 1  # the reader's first pop looks everything up
-        assert (await pop(broker, request)).rows == []  # its sweep found work: this one sweeps on
+    async with past_the_first_pops(waiters, hot, fill_waits, database_url, request) as broker:
         counts = []
         for timeout_ms in (300, 1_500):  # re-checks at 0.1 and 0.3 s, or at 0.1, 0.3, 0.7 and 1.5 s
             parks = 0
