@@ -45,13 +45,7 @@ class AckFusion(Fusion[acks.PreparedAcks]):
 
     async def _flush(self, batch: list[tuple[acks.PreparedAcks, asyncio.Future]]) -> None:
         requests = [prepared for prepared, _ in batch]
-        try:
-            answers = await acks.write(self._store, concatenated(requests, acks.COLUMNS))
-        except BaseException as error:
-            self._fail(batch, error)
-            if not isinstance(error, Exception):
-                raise
-            return
+        answers = await acks.write(self._store, concatenated(requests, acks.COLUMNS))
         self._meter.ack_calls += 1
         for (_, future), mine in zip(batch, acks.split(answers, requests), strict=True):
             if not future.done():

@@ -74,9 +74,20 @@ class Fusion(Generic[Request]):
                 await self._wait_for_turn()
                 batch = self._take()
                 if batch:  # another flight may have taken everything meanwhile
-                    await self._flush(batch)
+                    await self._flush_or_fail(batch)
         finally:
             self._in_flight -= 1
+
+    async def _flush_or_fail(self, batch: list[tuple[Request, asyncio.Future]]) -> None:
+        """:meth:`_flush`; what it raises is every unanswered request's answer."""
+        try:
+            await self._flush(batch)
+        except BaseException as error:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
 
     def _take(self) -> list[tuple[Request, asyncio.Future]]:
         """The next call's requests, in arrival order: up to ``max_items`` items, none sharing a
@@ -101,14 +112,9 @@ class Fusion(Generic[Request]):
             taken_keys |= keys
             items += size
         self._pending.extendleft(reversed(deferred))
-        self._took(len(batch))
+        if batch:
+            self._took(len(batch))
         return batch
-
-    @staticmethod
-    def _fail(batch: list[tuple[Request, asyncio.Future]], error: BaseException) -> None:
-        for _, future in batch:
-            if not future.done():
-                future.set_exception(error)
 
     # What a subclass says.
 
@@ -119,7 +125,8 @@ class Fusion(Generic[Request]):
         raise NotImplementedError
 
     async def _flush(self, batch: list[tuple[Request, asyncio.Future]]) -> None:
-        """Apply the batch in one call and settle every future (an answer or an error)."""
+        """Apply the batch in one call and answer its requests (an error raised here answers
+        every request not answered yet)."""
         raise NotImplementedError
 
     async def _wait_for_turn(self) -> None:
@@ -132,4 +139,4 @@ class Fusion(Generic[Request]):
         """A request left the queue (taken into a call, or gone before its turn)."""
 
     def _took(self, requests: int) -> None:
-        """A call was formed of ``requests`` requests."""
+        """A call was formed of ``requests`` (one or more) requests."""

@@ -1,7 +1,7 @@
 """Push fusion: concurrent push requests of one process share one rq_push call (fusion.py:
 one statement and one commit for all of them, the partition lock round paid once).
 
-With a ``spacing`` (``--push-flush-spacing-ms``, 10 ms by default, 0 = off), flushes also
+With a ``spacing`` (``--push-flush-spacing-ms``; 0 = off), flushes also
 start at least that far apart while independent requests come together. Every call is followed
 by a wake-up, a pop and an ack, so under open-loop load fewer, fuller calls cut all three.
 Producers that wait for each answer before their next push are recognised by their requests
@@ -80,8 +80,7 @@ class PushFusion(Fusion[push.PreparedPush]):
         self._independent -= independent
 
     def _took(self, requests: int) -> None:
-        if requests:
-            self._last_batch = requests
+        self._last_batch = requests
 
     def _keys(self, request: push.PreparedPush) -> set:
         return push.keys(request)
@@ -126,8 +125,6 @@ class PushFusion(Fusion[push.PreparedPush]):
         return await push.execute(self._store, merged, self._sealer)
 
     async def _flush(self, batch) -> None:
-        if not batch:
-            return
         merged = concatenated([prepared for prepared, _ in batch], push.COLUMNS)
         try:
             duplicates = await self._write(merged)
@@ -145,14 +142,9 @@ class PushFusion(Fusion[push.PreparedPush]):
             if len(batch) > 1:
                 # One request's full queue must not refuse the others it was fused with.
                 for request in batch:
-                    await self._flush([request])
+                    await self._flush_or_fail([request])
             elif not batch[0][1].done():
                 batch[0][1].set_exception(refused)
-            return
-        except BaseException as error:
-            self._fail(batch, error)
-            if not isinstance(error, Exception):
-                raise
             return
         offset = 0
         for prepared, future in batch:
