@@ -7,12 +7,11 @@ deep that some consumers cannot decode. :func:`check` refuses all of them with a
 the whole body (the structures the broker reads and the payloads it stores alike):
 
 - UTF-8: ``bytes.isascii`` (or one ``decode``) over the body.
-- nesting: at most :data:`MAX_DEPTH` arrays/objects inside each other, counted on the parsed
-  value one level at a time (a list comprehension a level, stopping at the limit), unless the
-  body is small and has at most that many ``[`` and ``{`` bytes (a payload of a binary push,
-  where counting the bytes costs less than the walk). orjson's own limit (1,024 levels)
-  bounds what is parsed at all. Wrapping the body in extra arrays so that orjson's limit fell
-  on ours instead would make every body's one parse a parse of a larger document.
+- nesting: at most :data:`MAX_DEPTH` arrays/objects inside each other. The parsed value is
+  encoded again anyway (duplicate keys, below), inside a chain of arrays just long enough that
+  orjson's own encoding limit (probed at import) falls on ours: the check costs no walk of its
+  own. orjson's parse limit (1,024 levels) bounds what is parsed at all. Wrapping the body's
+  bytes instead would make every body's one parse a parse of a larger document.
 - numbers: orjson refuses a number that overflows a double (``1e400``); integers of any size
   are kept verbatim. ``NaN``/``Infinity`` are not JSON (msgspec and orjson refuse them).
 - duplicate keys: orjson keeps the last, so the parsed value is encoded again; when that gives
@@ -24,6 +23,7 @@ the whole body (the structures the broker reads and the payloads it stores alike
 from __future__ import annotations
 
 import json
+import threading
 
 import msgspec
 import orjson
@@ -31,9 +31,40 @@ import orjson
 from reginamq.common.errors import BadRequest
 
 MAX_DEPTH = 64
-# Bodies up to this size have their brackets counted before the nesting is walked; beyond it
-# the count would cost about what it can save.
-_COUNTED_BYTES = 16_384
+
+
+def _encoding_limit() -> int:
+    """The deepest nesting orjson encodes (it refuses deeper values with JSONEncodeError)."""
+    low, high = 1, 4096  # low encodes; high is refused
+    while high - low > 1:
+        middle = (low + high) // 2
+        value: object = 0
+        for _ in range(middle):
+            value = [value]
+        try:
+            orjson.dumps(value)
+            low = middle
+        except orjson.JSONEncodeError:
+            high = middle
+    return low
+
+
+_WRAP = _encoding_limit() - MAX_DEPTH  # arrays around a value so that orjson refuses it past MAX_DEPTH
+if _WRAP < 1:
+    raise ImportError(f"orjson encodes only {_WRAP + MAX_DEPTH} levels, fewer than {MAX_DEPTH}")
+
+
+class _Chain(threading.local):
+    """Per thread: :data:`_WRAP` arrays inside each other; the innermost holds the value checked."""
+
+    def __init__(self) -> None:
+        self.innermost: list = [None]
+        self.outermost: list = self.innermost
+        for _ in range(_WRAP - 1):
+            self.outermost = [self.outermost]
+
+
+_chain = _Chain()
 
 
 def check(body: bytes) -> None:
@@ -47,9 +78,14 @@ def check(body: bytes) -> None:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise _refusal(body, str(error)) from None
-    if _may_nest_deeper(body) and _deeper_than(value, MAX_DEPTH):
-        raise _too_deep()
-    encoded = orjson.dumps(value)
+    _chain.innermost[0] = value
+    try:
+        wrapped = orjson.dumps(_chain.outermost)
+    except orjson.JSONEncodeError:  # a value orjson parsed encodes unless it nests too deep
+        raise _too_deep() from None
+    finally:
+        _chain.innermost[0] = None
+    encoded = wrapped[_WRAP:-_WRAP]
     if encoded == body or encoded == msgspec.json.format(body, indent=-1):
         return
     try:
@@ -90,20 +126,3 @@ def _refusal(body: bytes, message: str) -> BadRequest:
     except (msgspec.ValidationError, RecursionError):
         pass
     return BadRequest(f"malformed JSON: {message.split(': line')[0]}")
-
-
-def _may_nest_deeper(body: bytes) -> bool:
-    """False for a small body with too few ``[``/``{`` bytes to nest past the limit (a binary
-    push checks each payload on its own: the count costs less than the walk for those)."""
-    return len(body) > _COUNTED_BYTES or body.count(b"[") + body.count(b"{") > MAX_DEPTH
-
-
-def _deeper_than(value: object, limit: int) -> bool:
-    """Whether a parsed value nests more than ``limit`` arrays/objects, one level at a time."""
-    level = [value] if type(value) is dict or type(value) is list else []
-    for _ in range(limit):
-        if not level:
-            return False
-        level = [child for node in level for child in (node.values() if type(node) is dict else node)
-                 if type(child) is dict or type(child) is list]
-    return bool(level)
