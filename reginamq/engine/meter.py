@@ -9,6 +9,10 @@ gauge and carries over.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reginamq.engine.ack import AckAnswers
 
 
 class Meter:
@@ -53,15 +57,12 @@ class Meter:
         self.push_requests += 1
         self.push_messages += messages
 
-    def acked(self, answers: list[dict]) -> None:
+    def acked(self, answers: AckAnswers) -> None:
         """One ack request's per-item answers."""
         self.ack_requests += 1
         self.ack_messages += len(answers)
-        for answer in answers:
-            if not answer["success"]:
-                self.ack_failed += 1
-            elif answer.get("dlq"):
-                self.dead_lettered += 1
+        self.ack_failed += answers.failed()
+        self.dead_lettered += answers.dead_lettered()
 
     def cycled(self, answer: dict) -> None:
         """A committed streaming cycle: its sink pushes and its ack count as messages."""
