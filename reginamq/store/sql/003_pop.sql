@@ -102,7 +102,9 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
 $$;
 
 -- The broker's hints (engine/hot_partitions.py: partitions recent pushes announced) that are pending
--- for this group, in the order given. Costs two key lookups a hint, however large the queue.
+-- for this group, in the order given. Costs two key lookups a hint, however large the queue:
+-- the partition is looked up in a LATERAL subquery, which the planner cannot turn into a hash
+-- join that reads the whole partition table (its choice when the table is small).
 -- Its plan is the generic one: statements over an array argument are otherwise planned afresh
 -- on every call (a custom plan sees the array's true length and always looks cheaper than
 -- the generic plan's guess), and that planning costs more than running the statement.
@@ -111,11 +113,12 @@ RETURNS uuid[] LANGUAGE sql STABLE SET plan_cache_mode = force_generic_plan AS $
     SELECT ARRAY(
         SELECT h.id
         FROM unnest(p_hints) WITH ORDINALITY AS h(id, ord)
-        JOIN rq_partitions p ON p.id = h.id
+        CROSS JOIN LATERAL (SELECT p.last_offset FROM rq_partitions p
+                            WHERE p.id = h.id AND p.queue_id = ANY (p_qids) AND p.last_offset >= p.log_start
+                            LIMIT 1) p
         LEFT JOIN rq_consumers c ON c.partition_id = h.id AND c.consumer_group = p_group
-        WHERE p.queue_id = ANY (p_qids) AND p.last_offset >= p.log_start
-          AND (c.partition_id IS NULL
-               OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now())))
+        WHERE c.partition_id IS NULL
+           OR (p.last_offset > c.committed AND (c.span_end IS NULL OR c.lease_expires_at <= now()))
         ORDER BY h.ord)
 $$;
 
@@ -337,11 +340,13 @@ BEGIN
         END IF;
     END IF;
 
+    -- a key lookup a candidate (LATERAL, as in rq_pop_hinted), never a read of every partition
     FOR v_cand IN
         SELECT p.id, p.name, p.log_start, p.last_offset, q.name AS qname, q.id AS qid,
                q.lease_time, q.delayed_processing, q.ttl_seconds, k.ord
         FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
-        JOIN rq_partitions p ON p.id = k.id
+        CROSS JOIN LATERAL (SELECT p.id, p.name, p.log_start, p.last_offset, p.last_write_at, p.queue_id
+                            FROM rq_partitions p WHERE p.id = k.id LIMIT 1) p
         JOIN rq_queues q ON q.id = p.queue_id
         WHERE p.last_offset >= p.log_start
           AND (q.window_buffer = 0 OR p.last_write_at <= now() - make_interval(secs => q.window_buffer))
