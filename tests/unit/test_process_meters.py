@@ -23,7 +23,8 @@ def test_the_meter_counts_requests_messages_and_outcomes():
     meter.pushed(100)
     meter.pushed(1)
     # three acknowledgements: a released span's (no row of its own), a failure, a dead-lettering
-    meter.acked(AckAnswers(["a", "b", "c"], {1: (False, "no", False, False, False), 2: (True, None, True, True, False)}))
+    meter.acked(AckAnswers(["a", "b", "c"], {1: (False, "no", False, False, False),
+                                             2: (True, None, True, True, False)}))
     meter.transacted([{"type": "push"}, {"type": "push"}, {"type": "ack", "dlq": True}, {"type": "kv"},
                       {"type": "timer"}])
     meter.cycled({"success": True, "push_results": [{}, {}], "ack_result": {"dlq": False}})
