@@ -340,13 +340,11 @@ BEGIN
         END IF;
     END IF;
 
-    -- a key lookup a candidate (LATERAL, as in rq_pop_hinted), never a read of every partition
     FOR v_cand IN
         SELECT p.id, p.name, p.log_start, p.last_offset, q.name AS qname, q.id AS qid,
                q.lease_time, q.delayed_processing, q.ttl_seconds, k.ord
         FROM unnest(v_cands) WITH ORDINALITY AS k(id, ord)
-        CROSS JOIN LATERAL (SELECT p.id, p.name, p.log_start, p.last_offset, p.last_write_at, p.queue_id
-                            FROM rq_partitions p WHERE p.id = k.id LIMIT 1) p
+        JOIN rq_partitions p ON p.id = k.id
         JOIN rq_queues q ON q.id = p.queue_id
         WHERE p.last_offset >= p.log_start
           AND (q.window_buffer = 0 OR p.last_write_at <= now() - make_interval(secs => q.window_buffer))

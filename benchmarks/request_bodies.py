@@ -1,0 +1,74 @@
+"""What the broker's Python spends on a request body before and after the database, per request.
+
+Times, in this process, the strict JSON check (reginamq/common/jsonlimits.py) of a push body
+shaped as ``reginamq bench`` sends it (100 messages of 256 bytes with transactionIds) and of an
+ack body of 170 acknowledgements (one pop's), and the building of that ack's answer: with
+``AckAnswers`` (reginamq/engine/ack.py) where the code has it, else as the per-message answer
+objects encoded by orjson, which is what the code before it did. Best of ``--rounds``.
+
+    PYTHONPATH=<checkout> python benchmarks/request_bodies.py
+
+Run it from outside the checkout with ``PYTHONPATH`` choosing the code, alternating checkouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+
+import orjson
+
+from reginamq.common import jsonlimits
+from reginamq.engine import ack
+
+
+def push_body(messages: int, payload: int) -> bytes:
+    items = []
+    for sequence in range(messages):
+        head = f'{{"s":1765000000000000000,"p":0,"k":17,"q":{sequence},"x":"'
+        body = head + "a" * (payload - len(head) - 2) + '"}'
+        items.append(f'{{"queue":"bench-q","partition":"p-017","transactionId":"{uuid.uuid4()}","payload":{body}}}')
+    return ('{"items":[' + ",".join(items) + "]}").encode()
+
+
+def ack_body(acks: int) -> tuple[bytes, list[str]]:
+    txids = [str(uuid.uuid4()) for _ in range(acks)]
+    partition, lease = str(uuid.uuid4()), str(uuid.uuid4())
+    body = {"acknowledgments": [{"transactionId": txid, "partitionId": partition, "leaseId": lease,
+                                 "status": "completed"} for txid in txids]}
+    return orjson.dumps(body), txids
+
+
+def answer(txids: list[str]) -> bytes:
+    """The answer to an ack whose spans were all released, as this checkout builds it."""
+    if hasattr(ack, "AckAnswers"):
+        return ack.AckAnswers(txids, {}).render()
+    return orjson.dumps([{"index": index, "transactionId": txid, "success": True, "error": None,
+                          "leaseReleased": True, "dlq": False, "noop": False} for index, txid in enumerate(txids)])
+
+
+def best_us(work, rounds: int, calls: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(calls):
+            work()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    push = push_body(100, 256)
+    acks, txids = ack_body(170)
+    rounds, calls = args.rounds, args.calls
+    print(f"check of a push body ({len(push):,} B): {best_us(lambda: jsonlimits.check(push), rounds, calls):.1f} µs")
+    print(f"check of an ack body ({len(acks):,} B): {best_us(lambda: jsonlimits.check(acks), rounds, calls):.1f} µs")
+    print(f"answer of an ack of {len(txids)}: {best_us(lambda: answer(txids), rounds, calls):.1f} µs")
+
+if __name__ == "__main__":
+    main()
