@@ -1,18 +1,9 @@
 """Acknowledgements, lease renewal: parse, normalise statuses, apply them in one rq_ack call (of one
-request, or of several fused by ack_fusion.py, whose answers :func:`split` hands back).
-
-Nearly every acknowledgement acks and releases a whole leased span, and its answer is then the
-same but for its index and transactionId: :class:`AckAnswers` keeps only the answers that
-differ and renders the rest from one template, so an ack of a pop of thousands builds no
-per-message objects between the database and the response bytes.
-"""
+request, or of several fused by ack_fusion.py, whose answers :func:`split` hands back)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
 import msgspec
-import orjson
 
 from reginamq.common.errors import BadRequest
 from reginamq.common.times import stamp
@@ -48,58 +39,6 @@ class PreparedAcks(msgspec.Struct):
 
 
 COLUMNS = PreparedAcks.__struct_fields__  # all of them: what rq_ack takes
-_RELEASED = b',"success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false}'
-
-
-class AckAnswers(Sequence[dict]):
-    """One request's answer per acknowledgement, in request order, as protocol objects
-    (``{"index", "transactionId", "success", "error", "leaseReleased", "dlq", "noop"}``).
-    ``rows`` holds rq_ack's (success, error, leaseReleased, dlq, noop) for the items that went
-    through the per-message rules, by index; every other item acked and released its span."""
-
-    __slots__ = ("rows", "txids")
-
-    def __init__(self, txids: list[str], rows: dict[int, tuple]) -> None:
-        self.txids = txids
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.txids)
-
-    def __getitem__(self, index):  # type: ignore[override]  # an int: slices are part()'s
-        index = range(len(self.txids))[index]
-        return _answer(index, self.txids[index], self.rows.get(index))
-
-    def __iter__(self) -> Iterator[dict]:
-        rows = self.rows
-        return (_answer(index, txid, rows.get(index)) for index, txid in enumerate(self.txids))
-
-    def part(self, start: int, size: int) -> AckAnswers:
-        """The answers of items ``start`` .. ``start + size - 1``, indexed from 0."""
-        return AckAnswers(self.txids[start:start + size],
-                          {index - start: row for index, row in self.rows.items() if start <= index < start + size})
-
-    def failed(self) -> int:
-        return sum(1 for row in self.rows.values() if not row[0])
-
-    def dead_lettered(self) -> int:
-        return sum(1 for row in self.rows.values() if row[0] and row[3])
-
-    def render(self) -> bytes:
-        """The JSON array of the answers."""
-        dumps, rows = orjson.dumps, self.rows
-        return b"[" + b",".join([
-            b'{"index":%d,"transactionId":%b%b' % (index, dumps(txid), _RELEASED) if index not in rows
-            else dumps(_answer(index, txid, rows[index])) for index, txid in enumerate(self.txids)]) + b"]"
-
-
-def _answer(index: int, txid: str, row: tuple | None) -> dict:
-    if row is None:
-        return {"index": index, "transactionId": txid, "success": True, "error": None,
-                "leaseReleased": True, "dlq": False, "noop": False}
-    success, error, released, dead_lettered, noop = row
-    return {"index": index, "transactionId": txid, "success": success, "error": error,
-            "leaseReleased": released, "dlq": dead_lettered, "noop": noop}
 
 
 def normalise_status(status: str | None) -> str:
@@ -151,7 +90,7 @@ def cursors(prepared: PreparedAcks) -> set[tuple[str, str]]:
     return set(zip(prepared.partitions, prepared.groups, strict=True))
 
 
-def split(answers: AckAnswers, requests: list[PreparedAcks]) -> list[AckAnswers]:
+def split(answers: list[dict], requests: list[PreparedAcks]) -> list[list[dict]]:
     """A call's answers back to each of the requests it was made of (ack fusion), indexed within
     each."""
     if len(requests) == 1:
@@ -159,12 +98,15 @@ def split(answers: AckAnswers, requests: list[PreparedAcks]) -> list[AckAnswers]
     mine, offset = [], 0
     for prepared in requests:
         size = len(prepared.txids)
-        mine.append(answers.part(offset, size))
+        part = answers[offset:offset + size]
+        for answer in part:
+            answer["index"] -= offset
+        mine.append(part)
         offset += size
     return mine
 
 
-async def write(store: Store, prepared: PreparedAcks) -> AckAnswers:
+async def write(store: Store, prepared: PreparedAcks) -> list[dict]:
     """One ack call (the store announces the partitions with work again); the answer per
     acknowledgement, in request order.
 
@@ -172,19 +114,27 @@ async def write(store: Store, prepared: PreparedAcks) -> AckAnswers:
     rules; the items of whole spans acknowledged and released (an ack of a pop, nearly every
     item) it only counts, and every item without an answer of its own is one of them."""
     if not prepared.txids:
-        return AckAnswers([], {})
+        return []
     rows = await store.messages.ack(prepared.groups, prepared.partitions, prepared.txids, prepared.leases,
                                     prepared.statuses, prepared.errors)
-    answered: dict[int, tuple] = {}
+    answered: dict[int, object] = {}
     released = 0
     for row in rows:
         if row[0] is not None:
-            answered[row[0]] = tuple(row[1:6])
+            answered[row[0]] = row
         elif row[7] is not None:
             released += row[7]
     if released + len(answered) != len(prepared.txids):
         raise RuntimeError(f"rq_ack answered {len(answered)} and released {released} of {len(prepared.txids)}")
-    return AckAnswers(prepared.txids, answered)
+    answers = []
+    for index, txid in enumerate(prepared.txids):
+        row = answered.get(index)
+        answers.append(
+            {"index": index, "transactionId": txid, "success": True, "error": None,
+             "leaseReleased": True, "dlq": False, "noop": False} if row is None else
+            {"index": index, "transactionId": txid, "success": row[1], "error": row[2],
+             "leaseReleased": row[3], "dlq": row[4], "noop": row[5]})
+    return answers
 
 
 async def extend(store: Store, lease_id: str, seconds: int) -> dict:

@@ -31,10 +31,10 @@ class AckFusion(Fusion[acks.PreparedAcks]):
         self._store = store
         self._meter = meter
 
-    async def write(self, prepared: acks.PreparedAcks) -> acks.AckAnswers:
+    async def write(self, prepared: acks.PreparedAcks) -> list[dict]:
         """The answer per acknowledgement of this request, in its order (as acks.write)."""
         if not prepared.txids:
-            return acks.AckAnswers([], {})
+            return []
         return await self._enqueue(prepared)
 
     def _keys(self, request: acks.PreparedAcks) -> set:

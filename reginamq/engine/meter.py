@@ -9,10 +9,6 @@ gauge and carries over.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from reginamq.engine.ack import AckAnswers
 
 
 class Meter:
@@ -57,12 +53,15 @@ class Meter:
         self.push_requests += 1
         self.push_messages += messages
 
-    def acked(self, answers: AckAnswers) -> None:
+    def acked(self, answers: list[dict]) -> None:
         """One ack request's per-item answers."""
         self.ack_requests += 1
         self.ack_messages += len(answers)
-        self.ack_failed += answers.failed()
-        self.dead_lettered += answers.dead_lettered()
+        for answer in answers:
+            if not answer["success"]:
+                self.ack_failed += 1
+            elif answer.get("dlq"):
+                self.dead_lettered += 1
 
     def cycled(self, answer: dict) -> None:
         """A committed streaming cycle: its sink pushes and its ack count as messages."""

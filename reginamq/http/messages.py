@@ -117,7 +117,7 @@ async def _acks(broker: Broker, prepared: acks.PreparedAcks) -> responses.Respon
     if broker.autopilot.awaiting_acks:
         for lease_id, count in collections.Counter(filter(None, prepared.leases)).items():
             broker.autopilot.acked(lease_id, count)
-    return 200, answers.render()
+    return responses.json(200, answers)
 
 
 async def extend_lease(broker: Broker, request: Request) -> responses.Response:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reginamq.engine.ack import AckAnswers
 from reginamq.engine.meter import Meter
 from reginamq.maintenance.process_metrics import Gauge
 
@@ -22,9 +21,7 @@ def test_the_meter_counts_requests_messages_and_outcomes():
     meter = Meter()
     meter.pushed(100)
     meter.pushed(1)
-    # three acknowledgements: a released span's (no row of its own), a failure, a dead-lettering
-    meter.acked(AckAnswers(["a", "b", "c"], {1: (False, "no", False, False, False),
-                                             2: (True, None, True, True, False)}))
+    meter.acked([{"success": True, "dlq": False}, {"success": False, "dlq": False}, {"success": True, "dlq": True}])
     meter.transacted([{"type": "push"}, {"type": "push"}, {"type": "ack", "dlq": True}, {"type": "kv"},
                       {"type": "timer"}])
     meter.cycled({"success": True, "push_results": [{}, {}], "ack_result": {"dlq": False}})
