@@ -19,10 +19,11 @@ exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import asyncpg
@@ -183,29 +184,53 @@ class Database:
 
     async def run(self, call: Callable[[Connection], Awaitable[T]]) -> T:
         """``call`` with a pooled connection, under the failure mapping of the module header."""
-        if self.pool is None:
-            raise Unavailable("the broker is not connected to its database")
         for attempt in range(RETRIES):
             try:
-                async with self.pool.acquire(timeout=10) as conn:
-                    try:
-                        result = await call(conn)
-                    except _BROKEN_CONNECTION:
-                        conn.terminate()  # never hand a connection in an unknown state to the next request
-                        raise
-                if self.reachability.lost_at is not None:
-                    self.reachability.back()
-                return result
+                async with self._connection() as conn:
+                    return await call(conn)
             except _RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise Unavailable("the database kept aborting this request; retry") from None
                 await asyncio.sleep(0.01 * (attempt + 1))
             except UNAVAILABLE as error:
-                self.reachability.lost(error)
                 raise Unavailable("database unavailable") from error
             except asyncpg.DataError as error:
                 raise BadRequest(f"invalid value: {error}") from error
         raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def holding(self) -> AsyncIterator[Connection]:
+        """One pooled connection held across several steps (a two-phase commit's), under the
+        failure mapping of the module header but without its retries: what a failure undoes
+        is the holder's to decide. The connection goes back to the pool outside any transaction."""
+        try:
+            async with self._connection() as conn:
+                yield conn
+        except _RETRYABLE:
+            raise Unavailable("the database aborted this request; retry") from None
+        except UNAVAILABLE as error:
+            raise Unavailable("database unavailable") from error
+        except asyncpg.DataError as error:
+            raise BadRequest(f"invalid value: {error}") from error
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection; one left in an unknown state is terminated, never handed to the
+        next request. Whether the database is reachable is noted here, both ways."""
+        if self.pool is None:
+            raise Unavailable("the broker is not connected to its database")
+        try:
+            async with self.pool.acquire(timeout=10) as conn:
+                try:
+                    yield conn
+                except _BROKEN_CONNECTION:
+                    conn.terminate()
+                    raise
+        except UNAVAILABLE as error:
+            self.reachability.lost(error)
+            raise
+        if self.reachability.lost_at is not None:
+            self.reachability.back()
 
     async def atomically(self, work: Callable[[Session], Awaitable[T]]) -> T:
         """``work`` in one transaction on one connection: all of it is committed, or none."""
