@@ -35,7 +35,11 @@ The families:
 - ``messages``: push, pop, ack, lease renewal, and the look-ups of transactions and of the lease
   watcher (:mod:`.messages`);
 - ``notices``: the notifications between processes, sent and heard (:mod:`.notices`);
-- ``queue_settings``: the queue options each process keeps a copy of (:mod:`.queue_settings`).
+- ``queue_settings``: the queue options each process keeps a copy of (:mod:`.queue_settings`);
+- ``membership``: this database's id and its deployment's member databases (:mod:`.membership`).
+
+Transactions over several member databases are :class:`.two_phase.TwoPhase`'s, and forming
+and checking a deployment is :func:`.members.join_up`'s (docs/shards.md).
 
 A second backend is another implementation of these families behind the same names.
 """
@@ -53,6 +57,7 @@ from reginamq.store.housekeeping import Housekeeping
 from reginamq.store.kv import KeyValues
 from reginamq.store.leadership import Leadership
 from reginamq.store.locks import Locks
+from reginamq.store.membership import Membership
 from reginamq.store.message_admin import MessageAdmin
 from reginamq.store.messages import Messages
 from reginamq.store.notices import Notices
@@ -95,6 +100,7 @@ class Store:
         self.messages = Messages(executor)
         self.notices = Notices(executor)
         self.queue_settings = QueueSettings(executor)
+        self.membership = Membership(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when

@@ -72,6 +72,8 @@ SERVER_SETTINGS = {
     "logging_collector": "off",
     "log_min_messages": "warning",
     "max_locks_per_transaction": "256",
+    # transactions over several member databases prepare on each (store/two_phase.py)
+    "max_prepared_transactions": "64",
 }
 
 

@@ -1,0 +1,64 @@
+-- A deployment's databases (docs/shards.md): who this database is, which databases are
+-- members with it, and the outcomes of transactions that span members. The same tables exist
+-- in every member. rq_members holds identical rows everywhere, and only the catalog's
+-- rq_decisions is ever written.
+
+-- This database's own id, minted once, the first time the schema is applied here. Identity
+-- is this id, never a URL: two nodes may reach one database under two names.
+CREATE TABLE IF NOT EXISTS rq_member_self (
+    id         uuid PRIMARY KEY,
+    singleton  bool NOT NULL DEFAULT true UNIQUE CHECK (singleton)
+);
+INSERT INTO rq_member_self (id) VALUES (gen_random_uuid()) ON CONFLICT (singleton) DO NOTHING;
+
+-- The members of the deployment this database belongs to: empty until the deployment is
+-- formed (store/members.py). An ordinal is given once and never reused. The catalog (ordinal 0)
+-- holds what is decided in one place: the decisions below, the partition directory.
+CREATE TABLE IF NOT EXISTS rq_members (
+    id         uuid PRIMARY KEY,
+    ordinal    int NOT NULL UNIQUE CHECK (ordinal >= 0),
+    joined_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- The outcome of each transaction prepared on several members (store/two_phase.py), on the
+-- catalog. The primary key is the whole protocol: the coordinator's 'commit' and the
+-- recovery's 'abort' race for one row, and whichever lands first is the outcome every
+-- member gets.
+CREATE TABLE IF NOT EXISTS rq_decisions (
+    gid         uuid PRIMARY KEY,
+    outcome     text NOT NULL CHECK (outcome IN ('commit', 'abort')),
+    decided_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Records the outcome of ``p_gid`` unless one is recorded, and returns the recorded one. The
+-- read is a statement of its own: an insert that met a row committed while it waited sees
+-- that row only in a snapshot taken after it.
+CREATE OR REPLACE FUNCTION rq_decide(p_gid uuid, p_outcome text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_outcome text;
+BEGIN
+    INSERT INTO rq_decisions (gid, outcome) VALUES (p_gid, p_outcome)
+    ON CONFLICT (gid) DO NOTHING RETURNING outcome INTO v_outcome;
+    IF v_outcome IS NULL THEN
+        SELECT outcome INTO STRICT v_outcome FROM rq_decisions WHERE gid = p_gid;
+    END IF;
+    RETURN v_outcome;
+END;
+$$;
+
+-- Writes the members' list into this database unless it is in one already; returns whether it
+-- wrote. The lock wait is bounded: brokers forming overlapping lists in different orders would
+-- otherwise wait on each other's rows across two databases, where no deadlock detector sees
+-- them. The one that gives up looks again (store/members.py).
+CREATE OR REPLACE FUNCTION rq_form_members(p_ids uuid[]) RETURNS bool
+LANGUAGE plpgsql AS $$
+BEGIN
+    SET LOCAL lock_timeout = '5s';
+    INSERT INTO rq_members (id, ordinal)
+    SELECT m.id, (m.ord - 1)::int FROM unnest(p_ids) WITH ORDINALITY AS m(id, ord);
+    RETURN true;
+EXCEPTION WHEN unique_violation OR lock_not_available THEN
+    RETURN false;
+END;
+$$;

@@ -1,0 +1,159 @@
+"""Transactions that span several member databases: all of them commit, or none does.
+
+PostgreSQL's two-phase commit does the work. The outcome is one row in the catalog's
+``rq_decisions`` (020_members.sql), and that row is the whole protocol (docs/shards.md,
+"Transactions across members", says why it is safe). :meth:`TwoPhase.run` proceeds in four
+steps:
+
+1. Run each member's work in a transaction of its own.
+2. ``PREPARE TRANSACTION`` on every member.
+3. Record ``commit`` on the catalog. That commit is the decision.
+4. ``COMMIT PREPARED`` everywhere.
+
+:meth:`TwoPhase.recover` finishes what a coordinator left behind. For every prepared
+transaction older than ``in_doubt_after`` it records ``abort`` unless an outcome is recorded,
+then carries out the recorded outcome. A coordinator that stalled past that bound therefore
+finds ``abort`` when it comes to decide, and rolls back.
+
+The members' work runs one member at a time, in ordinal order. Each member's calls lock
+partitions in their global order, so every lock a transaction takes follows one order over
+the whole deployment: member, then partition. A wait between two databases, which neither
+database can see as a deadlock, cannot form a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import asyncpg
+
+from reginamq.common.errors import Unavailable
+from reginamq.store import Store
+from reginamq.store.database import Connection, Database, Session
+
+T = TypeVar("T")
+GID_PREFIX = "rq:"
+IN_DOUBT_AFTER = 30.0
+# Outcomes kept after their transaction is finished everywhere, for a member that was away.
+DECISIONS_KEPT_SECONDS = 86_400
+
+DECIDE_SQL = "SELECT rq_decide($1, $2)"
+PREPARED_SQL = """
+SELECT gid, prepared < now() - make_interval(secs => $1) AS in_doubt
+FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE 'rq:%'
+"""
+FORGET_SQL = "DELETE FROM rq_decisions WHERE gid = $1"
+FORGET_DECISIONS_SQL = """
+DELETE FROM rq_decisions
+WHERE decided_at < now() - make_interval(secs => $1) AND NOT (gid = ANY ($2::uuid[]))
+"""
+
+
+def transaction_name(gid: uuid.UUID, ordinal: int) -> str:
+    """The prepared transaction's name on member ``ordinal``: unique in a PostgreSQL server that
+    holds several members as databases of its own."""
+    return f"{GID_PREFIX}{gid}:{ordinal}"
+
+
+def _gid_of(name: str) -> uuid.UUID:
+    return uuid.UUID(name[len(GID_PREFIX):].rpartition(":")[0])
+
+
+class TwoPhase:
+    """The coordinator over ``members`` (ordinal → database); ``catalog`` is member 0."""
+
+    def __init__(self, members: Mapping[int, Database], in_doubt_after: float = IN_DOUBT_AFTER):
+        self._members = dict(members)
+        self._catalog = self._members[0]
+        self._in_doubt_after = in_doubt_after
+
+    async def run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
+        """Each ``work[ordinal]`` given a store whose every call runs in one transaction on that
+        member. Every member commits when every ``work`` returned, or none does, and whatever a
+        ``work`` raised is raised here. :class:`Unavailable` means nothing was committed, or
+        the outcome is not known yet: the recovery settles it one way for every member."""
+        if len(work) == 1:
+            [(ordinal, only)] = work.items()
+            return {ordinal: await Store(self._members[ordinal]).atomically(only)}
+        gid = uuid.uuid4()
+        results: dict[int, T] = {}
+        async with contextlib.AsyncExitStack() as held:
+            connections: dict[int, Connection] = {}
+            prepared: list[int] = []
+            try:
+                for ordinal in sorted(work):
+                    conn = await held.enter_async_context(self._members[ordinal].holding())
+                    await conn.execute("BEGIN")
+                    connections[ordinal] = conn
+                    results[ordinal] = await work[ordinal](Store(Session(conn)))
+                for ordinal, conn in connections.items():
+                    await conn.execute(f"PREPARE TRANSACTION '{transaction_name(gid, ordinal)}'")
+                    prepared.append(ordinal)
+            except BaseException:
+                await _abandon(gid, connections, prepared)
+                raise
+            # On the catalog's held connection when it takes part (its session is free once
+            # prepared): a coordinator never waits for a second connection of a pool it holds
+            # one of. If this fails, the outcome is unknown here; the prepared transactions
+            # wait for the recovery, which reads the outcome this insert may have recorded.
+            catalog = connections.get(0)
+            outcome = await (catalog.fetchval(DECIDE_SQL, gid, "commit") if catalog is not None
+                             else self._catalog.fetchval(DECIDE_SQL, gid, "commit"))
+            finished = await asyncio.gather(
+                *(_finish(conn, transaction_name(gid, ordinal), outcome) for ordinal, conn in connections.items()),
+                return_exceptions=True)
+            if outcome == "commit" and not any(isinstance(result, BaseException) for result in finished):
+                await (catalog.execute(FORGET_SQL, gid) if catalog is not None
+                       else self._catalog.execute(FORGET_SQL, gid))
+        if outcome == "abort":
+            raise Unavailable("the transaction was held past its bound and rolled back; retry")
+        return results
+
+    async def recover(self) -> int:
+        """Finishes every transaction prepared on a reachable member longer ago than the bound,
+        as its recorded outcome says or, if none is recorded, by recording ``abort``. Forgets
+        outcomes no member waits for once every member answered. Returns how many it finished."""
+        found = await asyncio.gather(
+            *(member.fetch(PREPARED_SQL, self._in_doubt_after) for member in self._members.values()),
+            return_exceptions=True)
+        finished = 0
+        waiting: list[uuid.UUID] = []
+        for member, rows in zip(self._members.values(), found, strict=True):
+            if isinstance(rows, Unavailable):
+                continue
+            if isinstance(rows, BaseException):
+                raise rows
+            for row in rows:
+                gid = _gid_of(row["gid"])
+                waiting.append(gid)
+                if not row["in_doubt"]:
+                    continue
+                outcome = await self._catalog.fetchval(DECIDE_SQL, gid, "abort")
+                # finished meanwhile (undefined), or being finished now (busy), by another
+                with contextlib.suppress(asyncpg.UndefinedObjectError, asyncpg.ObjectNotInPrerequisiteStateError):
+                    await member.run(lambda conn, name=row["gid"], outcome=outcome: _finish(conn, name, outcome))
+                    finished += 1
+        if not any(isinstance(rows, BaseException) for rows in found):
+            await self._catalog.execute(FORGET_DECISIONS_SQL, DECISIONS_KEPT_SECONDS, waiting)
+        return finished
+
+
+async def _finish(conn: Connection, name: str, outcome: str) -> None:
+    verb = "COMMIT" if outcome == "commit" else "ROLLBACK"
+    await conn.execute(f"{verb} PREPARED '{name}'")
+
+
+async def _abandon(gid: uuid.UUID, connections: Mapping[int, Connection], prepared: list[int]) -> None:
+    """Undoes a transaction that failed before its outcome was decided: no outcome can be
+    ``commit`` (only this coordinator records that), so the prepared ones roll back. What cannot
+    be reached now is left to the recovery, which records ``abort``."""
+    for ordinal, conn in connections.items():
+        with contextlib.suppress(Exception):
+            if ordinal in prepared:
+                await conn.execute(f"ROLLBACK PREPARED '{transaction_name(gid, ordinal)}'")
+            elif conn.is_in_transaction():
+                await conn.execute("ROLLBACK")

@@ -1,0 +1,40 @@
+"""Helpers of the engine and store tests."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from reginamq.store.schema import apply_schema
+
+
+@contextlib.asynccontextmanager
+async def member_databases(database_url: str, count: int) -> AsyncIterator[list[str]]:
+    """``count`` new databases on the session's PostgreSQL, schema applied, dropped afterwards
+    (with whatever is still prepared in them rolled back): members of a deployment of their own."""
+    names = [f"member_{uuid.uuid4().hex[:10]}" for _ in range(count)]
+    admin = await asyncpg.connect(database_url)
+    try:
+        for name in names:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        urls = [urlsplit(database_url)._replace(path="/" + name).geturl() for name in names]
+        for url in urls:
+            await apply_schema(url)
+        yield urls
+    finally:
+        for name, url in zip(names, [urlsplit(database_url)._replace(path="/" + n).geturl() for n in names],
+                             strict=True):
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                conn = await asyncpg.connect(url)
+                try:
+                    for row in await conn.fetch(
+                            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"):
+                        await conn.execute(f"ROLLBACK PREPARED '{row['gid']}'")
+                finally:
+                    await conn.close()
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
