@@ -19,6 +19,7 @@ import click
 
 from reginamq import __version__
 from reginamq.bench.cli import bench
+from reginamq.common.errors import Unavailable
 from reginamq.config import DEFAULT_PORT, NUMBERS, PAYLOAD_COMPRESSIONS, SettingError, Settings
 from reginamq.ctl.consumer_groups import group
 from reginamq.ctl.dlq import dlq
@@ -32,6 +33,7 @@ from reginamq.security.tokens import AuthConfigError, verifier_from
 from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
 from reginamq.server import serve as serve_http
 from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from reginamq.store.members import check_deployment
 from reginamq.store.schema import DatabaseUnusable, apply_schema
 
 log = logging.getLogger("reginamq")
@@ -153,13 +155,14 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
             embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
             database_url = embedded.start()
         asyncio.run(apply_schema(database_url, settings.payload_compression))
+        asyncio.run(check_deployment([database_url]))
         settings = Settings.from_env(**{**flags, "database_url": database_url})
         prepare_spool(settings.resolved_spool_dir())
         scheme = "http" if settings.tls_cert is None else "https"
         serve_http(settings, claim, on_listening=lambda: click.echo(
             f"reginamq {__version__} listening on {scheme}://{settings.host}:{settings.port} "
             f"({settings.workers} worker{'s' if settings.workers > 1 else ''}, auth {settings.auth})", err=True))
-    except (PortUnavailable, EmbeddedPostgresError, DatabaseUnusable, SpoolUnusable) as error:
+    except (PortUnavailable, EmbeddedPostgresError, DatabaseUnusable, SpoolUnusable, Unavailable) as error:
         raise Refusal(str(error)) from None
     finally:
         claim.close()

@@ -76,13 +76,13 @@ async def apply_schema(dsn: str, payload_compression: str = "auto") -> bool:
             log.info("new payloads stored %s", "uncompressed" if method == "none" else f"compressed with {method}")
             return applied
     except asyncpg.FeatureNotSupportedError as error:
-        raise DatabaseUnusable(f"payload compression on {_where(dsn)}: {error}") from None
+        raise DatabaseUnusable(f"payload compression on {where(dsn)}: {error}") from None
     except asyncpg.InsufficientPrivilegeError as error:
         raise DatabaseUnusable(f"the database user may not create reginamq's tables and functions on "
-                               f"{_where(dsn)} ({error}); grant it CREATE on the schema, or connect as the "
+                               f"{where(dsn)} ({error}); grant it CREATE on the schema, or connect as the "
                                "database's owner") from None
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
-        raise DatabaseUnusable(f"applying reginamq's schema on {_where(dsn)} failed: {error}") from None
+        raise DatabaseUnusable(f"applying reginamq's schema on {where(dsn)} failed: {error}") from None
     finally:
         await conn.close()
 
@@ -91,28 +91,28 @@ async def _connect(dsn: str) -> asyncpg.Connection:
     try:
         conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
     except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as error:
-        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the login ({error}); check the user "
+        raise DatabaseUnusable(f"PostgreSQL at {where(dsn)} refused the login ({error}); check the user "
                                "and password in --database-url") from None
     except asyncpg.InvalidCatalogNameError as error:
-        raise DatabaseUnusable(f"{error} on PostgreSQL at {_where(dsn)}; create it "
+        raise DatabaseUnusable(f"{error} on PostgreSQL at {where(dsn)}; create it "
                                "(CREATE DATABASE) or name an existing one in --database-url") from None
     except asyncpg.PostgresError as error:
-        raise DatabaseUnusable(f"PostgreSQL at {_where(dsn)} refused the connection: {error}") from None
+        raise DatabaseUnusable(f"PostgreSQL at {where(dsn)} refused the connection: {error}") from None
     except ValueError as error:  # asyncpg's ClientConfigurationError included
         raise DatabaseUnusable(f"the database URL cannot be used ({error}); check --database-url") from None
     except (OSError, TimeoutError, asyncpg.InterfaceError) as error:
         reason = f"no answer in {CONNECT_TIMEOUT:.0f} s" if isinstance(error, TimeoutError) else error
-        raise DatabaseUnusable(f"cannot reach PostgreSQL at {_where(dsn)} ({reason}); check the host and "
+        raise DatabaseUnusable(f"cannot reach PostgreSQL at {where(dsn)} ({reason}); check the host and "
                                "port in --database-url, and that PostgreSQL runs there") from None
     version = conn.get_server_version()
     if version.major < MIN_SERVER_VERSION:
         await conn.close()
         raise DatabaseUnusable(f"reginamq needs PostgreSQL {MIN_SERVER_VERSION} or later; the server at "
-                               f"{_where(dsn)} runs {version.major}.{version.minor}")
+                               f"{where(dsn)} runs {version.major}.{version.minor}")
     return conn
 
 
-def _where(dsn: str) -> str:
+def where(dsn: str) -> str:
     """The server a URL names (host and port, or a Unix socket's folder), for messages: never
     its password."""
     parts = urlsplit(dsn)

@@ -5,6 +5,7 @@ or broker serves."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import socket
@@ -19,9 +20,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from reginamq.store import Store
+from reginamq.store.database import Database
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.members import check_deployment
 from tests.auth_helpers import self_signed
-from tests.conftest import free_port, spool_dir, start_broker, stop_process, wait_healthy
+from tests.conftest import create_database, free_port, spool_dir, start_broker, stop_process, wait_healthy
 
 # What the broker logs while it starts (the embedded PostgreSQL, the schema): not a complaint.
 INFO_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO ")
@@ -269,3 +273,26 @@ def test_a_malformed_setting_in_the_environment_is_refused(tmp_path, variable, v
     result = serve("--data-dir", str(tmp_path / "pgdata"), env=clean_env(**{variable: value}))
     assert refusal(result, code=2) == f"reginamq: {expected}"
     assert not (tmp_path / "pgdata").exists()
+
+
+def test_a_database_of_a_larger_deployment_served_alone_is_refused(database_url):
+    """Serving one member of several would split its deployment: refused before any worker
+    starts. A database served alone forms a deployment of one, which a restart finds again."""
+    alone, paired, partner = (create_database(database_url, "member") for _ in range(3))
+    asyncio.run(check_deployment([paired, partner]))
+    line = refusal(serve("--port", str(free_port()), "--database-url", paired))
+    assert "the deployment has 2 member databases and 1 were given; give every member to every broker" in line
+    for _ in range(2):
+        process, _url = start_broker(alone, workers=1)
+        stop_process(process)
+        own, listed = asyncio.run(membership(alone))
+        assert listed == [own]
+
+
+async def membership(url: str) -> tuple:
+    database = Database(url, 1)
+    await database.open()
+    try:
+        return await Store(database).membership.state()
+    finally:
+        await database.close()
