@@ -2,7 +2,8 @@
 it serves (docs/shards.md, "Membership").
 
 Identity is the id each database mints for itself (``rq_member_self``, 020_members.sql),
-never its URL. Every member holds the same list of members (``rq_members``). :func:`join_up`
+never its URL. Where a partition lives is told by its id (:func:`home_of`) and, for a new one,
+by its name (:func:`place`). Every member holds the same list of members (``rq_members``). :func:`join_up`
 runs at start, after the schema. When every database given is new to membership, it forms
 the deployment: the first URL becomes the catalog (ordinal 0) and the others follow in the
 order given, all written in one two-phase transaction so no database is left half formed.
@@ -13,19 +14,31 @@ starts at the same moment waits on the catalog's lock, then finds the deployment
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from reginamq.store import Store
 from reginamq.store.database import Database
+from reginamq.store.membership import MemberState
 from reginamq.store.schema import DatabaseUnusable, where
-from reginamq.store.two_phase import TwoPhase
+from reginamq.store.two_phase import IN_DOUBT_AFTER, TwoPhase
 
-# Held, as a session lock, on the database of smallest id while a broker forms: brokers given
-# the same databases in different orders form one at a time.
+# Held, as a session lock, on the database of smallest id while a broker forms or reads a
+# deployment halfway formed: brokers given the same databases in any order form one at a time.
 FORMING_LOCK_KEY = 0x5245_474D_4252  # "REGMBR"
+FORMING_TRANSACTIONS = "rqform"
+# Partition numbers step by this many in every member, each from its own ordinal: the most
+# members a deployment can have.
+MAX_MEMBERS = 1024
+# rq_new_partition_id (001_queues_and_partitions.sql) scrambles a partition's number by this
+# odd factor modulo 2^64; its inverse reads the number back.
+_SCRAMBLE = 11400714819323198485
+_UNSCRAMBLE = pow(_SCRAMBLE, -1, 1 << 64)
 
 
 class MembershipMismatch(DatabaseUnusable):
@@ -44,73 +57,124 @@ class Member:
     database: Database
 
 
-async def join_up(databases: list[Database]) -> list[Member]:
-    """The members, in ordinal order, each with the database of ``databases`` that reaches it.
-    Forms the deployment when none of ``databases`` belongs to one yet."""
+@dataclass(frozen=True)
+class Deployment:
+    members: list[Member]  # in ordinal order: members[0] is the catalog
+    numbers_from: int  # the first partition number that tells its member
+
+
+def home_of(partition_id: uuid.UUID, numbers_from: int) -> int:
+    """The ordinal of the member that holds partition ``partition_id``. A partition numbered
+    before the deployment was formed, or made before ids carried numbers, is the catalog's:
+    only the catalog held partitions then."""
+    raw = partition_id.bytes
+    if raw[8:] != bytes(8):
+        return 0
+    number = int.from_bytes(raw[:8], "big") * _UNSCRAMBLE % (1 << 64)
+    return number % MAX_MEMBERS if number >= numbers_from else 0
+
+
+def place(queue: str, partition: str, members: list[uuid.UUID]) -> int:
+    """The ordinal of the member a new partition ``(queue, partition)`` goes to: the highest
+    hash of the name with each member's id (rendezvous hashing). Every broker that knows the
+    same members places a name alike; a member added later takes its share of new names and
+    moves no old one."""
+    name = f"{len(queue)}:{queue}/{partition}".encode()
+    scores = [hashlib.blake2b(name, digest_size=8, key=member.bytes).digest() for member in members]
+    return max(range(len(members)), key=scores.__getitem__)
+
+
+async def join_up(databases: list[Database], in_doubt_after: float = IN_DOUBT_AFTER) -> Deployment:
+    """The deployment ``databases`` make up, with each member's database of ``databases``.
+    Forms it when none of ``databases`` belongs to one yet. A forming that a broker left halfway
+    is finished once its transactions are ``in_doubt_after`` seconds old."""
     while True:
-        ids, lists = await _states(databases)
-        if any(lists):
-            _check_agreement(databases, ids, lists)
-            by_id = dict(zip(ids, databases, strict=True))
-            return [Member(member_id, ordinal, by_id[member_id])
-                    for ordinal, member_id in enumerate(next(members for members in lists if members))]
+        states = await _states(databases)
+        if all(state.members for state in states):
+            return _deployment(databases, states)
         if len(databases) > 1:
             for database in databases:
                 if not await Store(database).membership.prepared_transactions_allowed():
                     raise DatabaseUnusable(f"{_named(database)} does not allow prepared transactions, which "
                                            "several member databases need: set max_prepared_transactions "
                                            "(e.g. 64) and restart it")
-        await _form(databases, ids)
+        async with _forming(databases, states, in_doubt_after) as (settled, forming):
+            if not any(state.members for state in settled):
+                await _form(forming, settled)
+            elif all(state.members for state in settled) or not await forming.waiting():
+                return _deployment(databases, settled)
+        # a broker that formed them died between its commits: its recovery finishes them
+        await asyncio.sleep(1)
 
 
-async def _states(databases: list[Database]) -> tuple[list[uuid.UUID], list[list[uuid.UUID]]]:
-    states = [await Store(database).membership.state() for database in databases]
-    ids = [member_id for member_id, _ in states]
-    seen: dict[uuid.UUID, Database] = {}
-    for database, member_id in zip(databases, ids, strict=True):
-        if member_id in seen:
-            raise MembershipMismatch(f"{_named(seen[member_id])} and {_named(database)} are the same "
-                                     "database; give each member once")
-        seen[member_id] = database
-    return ids, [members for _, members in states]
+def _deployment(databases: list[Database], states: list[MemberState]) -> Deployment:
+    formed = next(state for state in states if state.members)
+    _check_agreement(databases, states, formed)
+    by_id = {state.id: database for state, database in zip(states, databases, strict=True)}
+    members = [Member(member_id, ordinal, by_id[member_id]) for ordinal, member_id in enumerate(formed.members)]
+    return Deployment(members, formed.numbers_from or 0)
 
 
-def _check_agreement(databases: list[Database], ids: list[uuid.UUID], lists: list[list[uuid.UUID]]) -> None:
-    """Every database given is a member, every member is given, and all list the same members."""
-    listing = next(index for index, members in enumerate(lists) if members)
-    members = lists[listing]
-    for database, member_id, listed in zip(databases, ids, lists, strict=True):
-        if member_id not in members:
-            raise MembershipMismatch(f"{_named(database)} is not a member of the deployment "
-                                     f"{_named(databases[listing])} belongs to; give the databases it "
-                                     "was formed with")
-        if listed != members:
-            raise MembershipMismatch(f"{_named(database)} and {_named(databases[listing])} list "
-                                     "different members; they belong to different deployments")
-    if len(members) > len(databases):
-        raise MembershipMismatch(f"the deployment has {len(members)} member databases and {len(databases)} "
-                                 "were given; give every member to every broker")
-
-
-async def _form(databases: list[Database], ids: list[uuid.UUID]) -> None:
-    """Writes the list into every database in one two-phase transaction, under the forming lock.
-    Returns without writing when another broker formed meanwhile: the caller looks again."""
-    arbiter = databases[ids.index(min(ids))]
-    async with arbiter.holding() as conn:
+@contextlib.asynccontextmanager
+async def _forming(databases: list[Database], states: list[MemberState],
+                   in_doubt_after: float) -> AsyncIterator[tuple[list[MemberState], TwoPhase]]:
+    """The forming lock, held as a session lock on the database of smallest id (the arbiter),
+    the states read again under it, and the coordinator that forms. A broker forming commits
+    its members one after another, so what is read outside the lock may be halfway through. The
+    arbiter records the forming's outcomes, so that every broker given these databases, in
+    whatever order, recovers a forming left halfway alike; it does so here, first."""
+    order = sorted(range(len(states)), key=lambda index: states[index].id)
+    forming = TwoPhase({key: databases[index] for key, index in enumerate(order)}, in_doubt_after,
+                       kind=FORMING_TRANSACTIONS)
+    async with databases[order[0]].holding() as conn:
         await conn.execute("SELECT pg_advisory_lock($1)", FORMING_LOCK_KEY)
         try:
-            _, lists = await _states(databases)
-            if any(lists):
-                return
-
-            async def write(store: Store) -> None:
-                if not await store.membership.form(ids):
-                    raise _FormedMeanwhile
-
-            with contextlib.suppress(_FormedMeanwhile):
-                await TwoPhase(dict(enumerate(databases))).run(dict.fromkeys(range(len(databases)), write))
+            await forming.recover()
+            yield await _states(databases), forming
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", FORMING_LOCK_KEY)
+
+
+async def _states(databases: list[Database]) -> list[MemberState]:
+    states = [await Store(database).membership.state() for database in databases]
+    seen: dict[uuid.UUID, Database] = {}
+    for database, state in zip(databases, states, strict=True):
+        if state.id in seen:
+            raise MembershipMismatch(f"{_named(seen[state.id])} and {_named(database)} are the same "
+                                     "database; give each member once")
+        seen[state.id] = database
+    return states
+
+
+def _check_agreement(databases: list[Database], states: list[MemberState], formed: MemberState) -> None:
+    """Every database given is a member, every member is given, and all list the same members."""
+    listing = _named(databases[states.index(formed)])
+    for database, state in zip(databases, states, strict=True):
+        if state.id not in formed.members:
+            raise MembershipMismatch(f"{_named(database)} is not a member of the deployment {listing} "
+                                     "belongs to; give the databases it was formed with")
+        if state.members != formed.members:
+            raise MembershipMismatch(f"{_named(database)} and {listing} list different members; they "
+                                     "belong to different deployments")
+    if len(formed.members) > len(databases):
+        raise MembershipMismatch(f"the deployment has {len(formed.members)} member databases and "
+                                 f"{len(databases)} were given; give every member to every broker")
+
+
+async def _form(forming: TwoPhase, states: list[MemberState]) -> None:
+    """Writes the list, in the order of ``states``, into every database in one two-phase
+    transaction (the caller holds the forming lock). Partition numbers that tell their member
+    start past every number any of them gave out. Writes nothing when a database joined another
+    deployment meanwhile."""
+    ids = [state.id for state in states]
+    numbers_from = (max(state.last_number for state in states) // MAX_MEMBERS + 1) * MAX_MEMBERS
+
+    async def write(store: Store) -> None:
+        if not await store.membership.form(ids, numbers_from):
+            raise _FormedMeanwhile
+
+    with contextlib.suppress(_FormedMeanwhile):
+        await forming.run(dict.fromkeys(range(len(states)), write))
 
 
 def _named(database: Database) -> str:
@@ -124,7 +188,7 @@ async def check_deployment(urls: list[str]) -> list[uuid.UUID]:
     try:
         for database in databases:
             await database.open()
-        return [member.id for member in await join_up(databases)]
+        return [member.id for member in (await join_up(databases)).members]
     finally:
         for database in databases:
             await database.close()

@@ -5,28 +5,38 @@ these; docs/shards.md says what a member is."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from reginamq.store.database import Family
 
 STATE_SQL = """
-SELECT (SELECT id FROM rq_member_self) AS id, (SELECT array_agg(id ORDER BY ordinal) FROM rq_members) AS members
+SELECT s.id, s.numbers_from, (SELECT array_agg(id ORDER BY ordinal) FROM rq_members) AS members,
+       (SELECT last_value FROM rq_partition_numbers) AS last_number
+FROM rq_member_self s
 """
-FORM_SQL = "SELECT rq_form_members($1)"
+FORM_SQL = "SELECT rq_form_members($1, $2)"
+
+
+@dataclass(frozen=True)
+class MemberState:
+    id: uuid.UUID  # this database's own
+    members: list[uuid.UUID]  # in ordinal order; empty while in no deployment
+    numbers_from: int | None  # the first partition number that tells its member (020_members.sql)
+    last_number: int  # the last partition number this database gave out
 PREPARED_ALLOWED_SQL = "SELECT current_setting('max_prepared_transactions')::int > 0"
 
 
 class Membership(Family):
-    async def state(self) -> tuple[uuid.UUID, list[uuid.UUID]]:
-        """This database's own id, and the ids of its deployment's members in ordinal order
-        (empty while it belongs to none)."""
+    async def state(self) -> MemberState:
         row = await self._db.fetchrow(STATE_SQL)
-        return row["id"], list(row["members"] or [])
+        return MemberState(row["id"], list(row["members"] or []), row["numbers_from"], row["last_number"])
 
-    async def form(self, ids: list[uuid.UUID]) -> bool:
-        """Writes ``ids`` as the members, ordinals in list order, and answers True; answers
-        False, writing nothing, when this database is in a deployment already or a broker
-        forming one holds its rows past a bounded wait."""
-        return bool(await self._db.fetchval(FORM_SQL, ids))
+    async def form(self, ids: list[uuid.UUID], numbers_from: int) -> bool:
+        """Writes ``ids`` as the members, ordinals in list order, and partition numbers from
+        ``numbers_from`` on tell their member; answers True. Answers False, writing nothing,
+        when this database is in a deployment already or a broker forming one holds its rows
+        past a bounded wait."""
+        return bool(await self._db.fetchval(FORM_SQL, ids, numbers_from))
 
     async def prepared_transactions_allowed(self) -> bool:
         """Whether PostgreSQL here allows PREPARE TRANSACTION (max_prepared_transactions > 0)."""

@@ -36,40 +36,45 @@ from reginamq.store import Store
 from reginamq.store.database import Connection, Database, Session
 
 T = TypeVar("T")
-GID_PREFIX = "rq:"
+# What a prepared transaction's name starts with: the kind of coordinator that made it, so that
+# each recovery finishes only its own (members.py forms a deployment with a catalog of its own).
+MEMBER_TRANSACTIONS = "rq"
 IN_DOUBT_AFTER = 30.0
 # Outcomes kept after their transaction is finished everywhere, for a member that was away.
 DECISIONS_KEPT_SECONDS = 86_400
 
-DECIDE_SQL = "SELECT rq_decide($1, $2)"
+DECIDE_SQL = "SELECT rq_decide($1, $2, $3)"
 PREPARED_SQL = """
 SELECT gid, prepared < now() - make_interval(secs => $1) AS in_doubt
-FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE 'rq:%'
+FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $2 || ':')
 """
 FORGET_SQL = "DELETE FROM rq_decisions WHERE gid = $1"
 FORGET_DECISIONS_SQL = """
 DELETE FROM rq_decisions
-WHERE decided_at < now() - make_interval(secs => $1) AND NOT (gid = ANY ($2::uuid[]))
+WHERE kind = $3 AND decided_at < now() - make_interval(secs => $1) AND NOT (gid = ANY ($2::uuid[]))
 """
 
 
-def transaction_name(gid: uuid.UUID, ordinal: int) -> str:
+def transaction_name(gid: uuid.UUID, ordinal: int, kind: str = MEMBER_TRANSACTIONS) -> str:
     """The prepared transaction's name on member ``ordinal``: unique in a PostgreSQL server that
     holds several members as databases of its own."""
-    return f"{GID_PREFIX}{gid}:{ordinal}"
+    return f"{kind}:{gid}:{ordinal}"
 
 
 def _gid_of(name: str) -> uuid.UUID:
-    return uuid.UUID(name[len(GID_PREFIX):].rpartition(":")[0])
+    return uuid.UUID(name.split(":")[1])
 
 
 class TwoPhase:
-    """The coordinator over ``members`` (ordinal → database); ``catalog`` is member 0."""
+    """The coordinator over ``members`` (ordinal → database), member 0 recording the outcomes;
+    ``kind`` names its transactions (every coordinator of one kind must agree on member 0)."""
 
-    def __init__(self, members: Mapping[int, Database], in_doubt_after: float = IN_DOUBT_AFTER):
+    def __init__(self, members: Mapping[int, Database], in_doubt_after: float = IN_DOUBT_AFTER,
+                 kind: str = MEMBER_TRANSACTIONS):
         self._members = dict(members)
         self._catalog = self._members[0]
         self._in_doubt_after = in_doubt_after
+        self._kind = kind
 
     async def run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
         """Each ``work[ordinal]`` given a store whose every call runs in one transaction on that
@@ -83,7 +88,7 @@ class TwoPhase:
         results: dict[int, T] = {}
         async with contextlib.AsyncExitStack() as held:
             connections: dict[int, Connection] = {}
-            prepared: list[int] = []
+            prepared: list[tuple[Connection, str]] = []
             try:
                 for ordinal in sorted(work):
                     conn = await held.enter_async_context(self._members[ordinal].holding())
@@ -91,21 +96,21 @@ class TwoPhase:
                     connections[ordinal] = conn
                     results[ordinal] = await work[ordinal](Store(Session(conn)))
                 for ordinal, conn in connections.items():
-                    await conn.execute(f"PREPARE TRANSACTION '{transaction_name(gid, ordinal)}'")
-                    prepared.append(ordinal)
+                    name = transaction_name(gid, ordinal, self._kind)
+                    await conn.execute(f"PREPARE TRANSACTION '{name}'")
+                    prepared.append((conn, name))
             except BaseException:
-                await _abandon(gid, connections, prepared)
+                await _abandon(connections, prepared)
                 raise
             # On the catalog's held connection when it takes part (its session is free once
             # prepared): a coordinator never waits for a second connection of a pool it holds
             # one of. If this fails, the outcome is unknown here; the prepared transactions
             # wait for the recovery, which reads the outcome this insert may have recorded.
             catalog = connections.get(0)
-            outcome = await (catalog.fetchval(DECIDE_SQL, gid, "commit") if catalog is not None
-                             else self._catalog.fetchval(DECIDE_SQL, gid, "commit"))
-            finished = await asyncio.gather(
-                *(_finish(conn, transaction_name(gid, ordinal), outcome) for ordinal, conn in connections.items()),
-                return_exceptions=True)
+            outcome = await (catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind) if catalog is not None
+                             else self._catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind))
+            finished = await asyncio.gather(*(_finish(conn, name, outcome) for conn, name in prepared),
+                                            return_exceptions=True)
             if outcome == "commit" and not any(isinstance(result, BaseException) for result in finished):
                 await (catalog.execute(FORGET_SQL, gid) if catalog is not None
                        else self._catalog.execute(FORGET_SQL, gid))
@@ -118,7 +123,7 @@ class TwoPhase:
         as its recorded outcome says or, if none is recorded, by recording ``abort``. Forgets
         outcomes no member waits for once every member answered. Returns how many it finished."""
         found = await asyncio.gather(
-            *(member.fetch(PREPARED_SQL, self._in_doubt_after) for member in self._members.values()),
+            *(member.fetch(PREPARED_SQL, self._in_doubt_after, self._kind) for member in self._members.values()),
             return_exceptions=True)
         finished = 0
         waiting: list[uuid.UUID] = []
@@ -132,14 +137,20 @@ class TwoPhase:
                 waiting.append(gid)
                 if not row["in_doubt"]:
                     continue
-                outcome = await self._catalog.fetchval(DECIDE_SQL, gid, "abort")
+                outcome = await self._catalog.fetchval(DECIDE_SQL, gid, "abort", self._kind)
                 # finished meanwhile (undefined), or being finished now (busy), by another
                 with contextlib.suppress(asyncpg.UndefinedObjectError, asyncpg.ObjectNotInPrerequisiteStateError):
                     await member.run(lambda conn, name=row["gid"], outcome=outcome: _finish(conn, name, outcome))
                     finished += 1
         if not any(isinstance(rows, BaseException) for rows in found):
-            await self._catalog.execute(FORGET_DECISIONS_SQL, DECISIONS_KEPT_SECONDS, waiting)
+            await self._catalog.execute(FORGET_DECISIONS_SQL, DECISIONS_KEPT_SECONDS, waiting, self._kind)
         return finished
+
+    async def waiting(self) -> int:
+        """How many of this kind's transactions stand prepared on the reachable members, of any age."""
+        found = await asyncio.gather(*(member.fetch(PREPARED_SQL, 0, self._kind) for member in self._members.values()),
+                                     return_exceptions=True)
+        return sum(len(rows) for rows in found if not isinstance(rows, BaseException))
 
 
 async def _finish(conn: Connection, name: str, outcome: str) -> None:
@@ -147,13 +158,14 @@ async def _finish(conn: Connection, name: str, outcome: str) -> None:
     await conn.execute(f"{verb} PREPARED '{name}'")
 
 
-async def _abandon(gid: uuid.UUID, connections: Mapping[int, Connection], prepared: list[int]) -> None:
+async def _abandon(connections: Mapping[int, Connection], prepared: list[tuple[Connection, str]]) -> None:
     """Undoes a transaction that failed before its outcome was decided: no outcome can be
-    ``commit`` (only this coordinator records that), so the prepared ones roll back. What cannot
-    be reached now is left to the recovery, which records ``abort``."""
-    for ordinal, conn in connections.items():
+    ``commit`` (only this coordinator records that), so the ``prepared`` ones roll back. What
+    cannot be reached now is left to the recovery, which records ``abort``."""
+    for conn in connections.values():
         with contextlib.suppress(Exception):
-            if ordinal in prepared:
-                await conn.execute(f"ROLLBACK PREPARED '{transaction_name(gid, ordinal)}'")
-            elif conn.is_in_transaction():
+            if conn.is_in_transaction():
                 await conn.execute("ROLLBACK")
+    for conn, name in prepared:
+        with contextlib.suppress(Exception):
+            await conn.execute(f"ROLLBACK PREPARED '{name}'")

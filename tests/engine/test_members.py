@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
+import asyncpg
 import pytest
 
 from reginamq.store import Store
 from reginamq.store.database import Database
-from reginamq.store.members import MembershipMismatch, check_deployment, join_up
+from reginamq.store.members import (
+    FORMING_TRANSACTIONS,
+    MAX_MEMBERS,
+    MembershipMismatch,
+    check_deployment,
+    home_of,
+    join_up,
+)
+from reginamq.store.two_phase import transaction_name
 from tests.engine.helpers import member_databases
 
 
@@ -29,18 +39,18 @@ async def opened(urls: list[str]):
 
 async def own_ids(urls: list[str]) -> list:
     async with opened(urls) as databases:
-        return [(await Store(database).membership.state())[0] for database in databases]
+        return [(await Store(database).membership.state()).id for database in databases]
 
 
 async def test_new_databases_form_one_deployment_in_the_order_given(database_url):
     async with member_databases(database_url, 3) as urls, opened(urls) as databases:
-        members = await join_up(databases)
+        members = (await join_up(databases)).members
         ids = await own_ids(urls)
         assert [member.id for member in members] == ids
         assert [member.ordinal for member in members] == [0, 1, 2]
         assert [member.database for member in members] == databases
         for database in databases:
-            assert (await Store(database).membership.state())[1] == ids
+            assert (await Store(database).membership.state()).members == ids
         # another broker, given the same databases in another order, finds the same deployment
         reordered = [urls[2], urls[0], urls[1]]
         assert await check_deployment(reordered) == ids
@@ -53,7 +63,7 @@ async def test_brokers_forming_at_once_form_one_deployment(database_url):
         assert all(ids == formed[0] for ids in formed)
         assert sorted(formed[0]) == sorted(await own_ids(urls))
         async with opened(urls) as databases:
-            lists = [(await Store(database).membership.state())[1] for database in databases]
+            lists = [(await Store(database).membership.state()).members for database in databases]
         assert lists == [formed[0]] * 3
 
 
@@ -93,4 +103,61 @@ async def test_one_database_given_twice_is_refused(database_url):
             await check_deployment([urls[0], urls[1], twice])
         async with opened(urls) as databases:
             for database in databases:
-                assert (await Store(database).membership.state())[1] == [], "nothing was formed"
+                assert (await Store(database).membership.state()).members == [], "nothing was formed"
+
+
+async def new_partition_ids(database: Database, count: int) -> list[uuid.UUID]:
+    return [row[0] for row in await database.fetch("SELECT rq_new_partition_id() FROM generate_series(1, $1)", count)]
+
+
+async def test_each_member_numbers_its_partitions_so_that_their_ids_tell_it(database_url):
+    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
+        # the first database gave out numbers before the deployment was formed: those stay its
+        before = await new_partition_ids(databases[0], 5)
+        deployment = await join_up(databases)
+        assert deployment.numbers_from % MAX_MEMBERS == 0 and deployment.numbers_from > 5
+        assert [home_of(partition, deployment.numbers_from) for partition in before] == [0] * 5
+        for member in deployment.members:
+            made = await new_partition_ids(member.database, 50)
+            assert len(set(made)) == 50
+            assert {home_of(partition, deployment.numbers_from) for partition in made} == {member.ordinal}
+        # an id made before ids carried numbers is the catalog's
+        assert home_of(uuid.uuid4(), deployment.numbers_from) == 0
+
+
+async def leave_forming_prepared(urls: list[str], ids: list[uuid.UUID], gid: uuid.UUID, numbers_from: int) -> list[int]:
+    """What a broker killed while forming leaves: the list prepared in every database, keyed in
+    id order as formers key them. Returns the databases' indexes in that order."""
+    order = sorted(range(len(urls)), key=lambda index: ids[index])
+    for key, index in enumerate(order):
+        conn = await asyncpg.connect(urls[index])
+        try:
+            await conn.execute("BEGIN")
+            await conn.fetchval("SELECT rq_form_members($1, $2)", ids, numbers_from)
+            await conn.execute(f"PREPARE TRANSACTION '{transaction_name(gid, key, FORMING_TRANSACTIONS)}'")
+        finally:
+            await conn.close()
+    return order
+
+
+async def test_a_forming_left_halfway_after_its_decision_is_finished_by_the_next_broker(database_url):
+    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
+        ids = await own_ids(urls)
+        gid = uuid.uuid4()
+        order = await leave_forming_prepared(urls, ids, gid, 8192)
+        await databases[order[0]].fetchval("SELECT rq_decide($1, 'commit', $2)", gid, FORMING_TRANSACTIONS)
+        await databases[order[1]].execute(f"COMMIT PREPARED '{transaction_name(gid, 1, FORMING_TRANSACTIONS)}'")
+        deployment = await join_up(databases, in_doubt_after=0)
+        assert [member.id for member in deployment.members] == ids
+        assert deployment.numbers_from == 8192
+        for database in databases:
+            assert (await Store(database).membership.state()).members == ids
+
+
+async def test_a_forming_left_halfway_before_its_decision_is_rolled_back_and_formed_anew(database_url):
+    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
+        ids = await own_ids(urls)
+        await leave_forming_prepared(urls, ids[::-1], uuid.uuid4(), 8192)
+        deployment = await join_up(databases, in_doubt_after=0)
+        assert [member.id for member in deployment.members] == ids, "formed anew, in the order given"
+        assert deployment.numbers_from == MAX_MEMBERS

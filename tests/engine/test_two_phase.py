@@ -130,7 +130,7 @@ async def test_killed_after_its_decision_the_recovery_commits_every_member(datab
         gid = uuid.uuid4()
         for ordinal in databases:
             await leave_prepared(databases[ordinal], gid, ordinal, f"e{ordinal}")
-        assert await databases[0].fetchval("SELECT rq_decide($1, 'commit')", gid) == "commit"
+        assert await databases[0].fetchval("SELECT rq_decide($1, 'commit', 'rq')", gid) == "commit"
         # killed midway through its commits: member 1 committed already
         await databases[1].execute(f"COMMIT PREPARED '{transaction_name(gid, 1)}'")
         assert await TwoPhase(databases, in_doubt_after=0).recover() == 2
@@ -171,12 +171,12 @@ async def test_the_first_outcome_recorded_is_the_one_every_caller_reads(database
     async with members(database_url, count=1) as databases:
         catalog = databases[0]
         aborted, committed = uuid.uuid4(), uuid.uuid4()
-        assert await catalog.fetchval("SELECT rq_decide($1, 'abort')", aborted) == "abort"
-        assert await catalog.fetchval("SELECT rq_decide($1, 'commit')", aborted) == "abort"
-        assert await catalog.fetchval("SELECT rq_decide($1, 'commit')", committed) == "commit"
-        assert await catalog.fetchval("SELECT rq_decide($1, 'abort')", committed) == "commit"
+        assert await catalog.fetchval("SELECT rq_decide($1, 'abort', 'rq')", aborted) == "abort"
+        assert await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", aborted) == "abort"
+        assert await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", committed) == "commit"
+        assert await catalog.fetchval("SELECT rq_decide($1, 'abort', 'rq')", committed) == "commit"
         racing = uuid.uuid4()
-        outcomes = await asyncio.gather(*(catalog.fetchval("SELECT rq_decide($1, $2)", racing, outcome)
+        outcomes = await asyncio.gather(*(catalog.fetchval("SELECT rq_decide($1, $2, 'rq')", racing, outcome)
                                           for outcome in ["commit", "abort"] * 8))
         assert len(set(outcomes)) == 1
 
@@ -188,7 +188,7 @@ async def test_recoveries_running_at_once_finish_each_transaction_once(database_
             for ordinal in databases:
                 await leave_prepared(databases[ordinal], gid, ordinal, f"f{number}-{ordinal}")
             if number % 2 == 0:
-                await databases[0].fetchval("SELECT rq_decide($1, 'commit')", gid)
+                await databases[0].fetchval("SELECT rq_decide($1, 'commit', 'rq')", gid)
         finished = await asyncio.gather(*(TwoPhase(databases, in_doubt_after=0).recover() for _ in range(3)))
         assert sum(finished) == len(gids) * len(databases)
         for ordinal, database in databases.items():
@@ -200,8 +200,8 @@ async def test_outcomes_are_forgotten_only_when_no_member_can_still_wait_for_the
     async with members(database_url) as databases:
         old, waiting = uuid.uuid4(), uuid.uuid4()
         catalog = databases[0]
-        await catalog.fetchval("SELECT rq_decide($1, 'commit')", old)
-        await catalog.fetchval("SELECT rq_decide($1, 'commit')", waiting)
+        await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", old)
+        await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", waiting)
         await catalog.execute("UPDATE rq_decisions SET decided_at = now() - interval '2 days'")
         await leave_prepared(databases[1], waiting, 1, "g1")
         away = Database("postgresql://nobody@127.0.0.1:1/none", 1)

@@ -4,10 +4,12 @@
 -- rq_decisions is ever written.
 
 -- This database's own id, minted once, the first time the schema is applied here. Identity
--- is this id, never a URL: two nodes may reach one database under two names.
+-- is this id, never a URL: two nodes may reach one database under two names. numbers_from,
+-- the same in every member, is the first partition number that tells its member (below).
 CREATE TABLE IF NOT EXISTS rq_member_self (
-    id         uuid PRIMARY KEY,
-    singleton  bool NOT NULL DEFAULT true UNIQUE CHECK (singleton)
+    id            uuid PRIMARY KEY,
+    singleton     bool NOT NULL DEFAULT true UNIQUE CHECK (singleton),
+    numbers_from  bigint
 );
 INSERT INTO rq_member_self (id) VALUES (gen_random_uuid()) ON CONFLICT (singleton) DO NOTHING;
 
@@ -26,6 +28,7 @@ CREATE TABLE IF NOT EXISTS rq_members (
 -- member gets.
 CREATE TABLE IF NOT EXISTS rq_decisions (
     gid         uuid PRIMARY KEY,
+    kind        text NOT NULL,  -- the coordinator's (store/two_phase.py), whose recovery forgets it
     outcome     text NOT NULL CHECK (outcome IN ('commit', 'abort')),
     decided_at  timestamptz NOT NULL DEFAULT now()
 );
@@ -33,12 +36,12 @@ CREATE TABLE IF NOT EXISTS rq_decisions (
 -- Records the outcome of ``p_gid`` unless one is recorded, and returns the recorded one. The
 -- read is a statement of its own: an insert that met a row committed while it waited sees
 -- that row only in a snapshot taken after it.
-CREATE OR REPLACE FUNCTION rq_decide(p_gid uuid, p_outcome text) RETURNS text
+CREATE OR REPLACE FUNCTION rq_decide(p_gid uuid, p_outcome text, p_kind text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     v_outcome text;
 BEGIN
-    INSERT INTO rq_decisions (gid, outcome) VALUES (p_gid, p_outcome)
+    INSERT INTO rq_decisions (gid, kind, outcome) VALUES (p_gid, p_kind, p_outcome)
     ON CONFLICT (gid) DO NOTHING RETURNING outcome INTO v_outcome;
     IF v_outcome IS NULL THEN
         SELECT outcome INTO STRICT v_outcome FROM rq_decisions WHERE gid = p_gid;
@@ -48,15 +51,24 @@ END;
 $$;
 
 -- Writes the members' list into this database unless it is in one already; returns whether it
--- wrote. The lock wait is bounded: brokers forming overlapping lists in different orders would
+-- wrote. From here on this member numbers its partitions (rq_partition_numbers, 001) from
+-- p_numbers_from + its ordinal in steps of 1,024, so a partition number at or past
+-- p_numbers_from says its member: the number modulo 1,024 (store/members.py, home_of). The
+-- lock wait is bounded: brokers forming overlapping lists in different orders would
 -- otherwise wait on each other's rows across two databases, where no deadlock detector sees
--- them. The one that gives up looks again (store/members.py).
-CREATE OR REPLACE FUNCTION rq_form_members(p_ids uuid[]) RETURNS bool
+-- them. The one that gives up looks again.
+CREATE OR REPLACE FUNCTION rq_form_members(p_ids uuid[], p_numbers_from bigint) RETURNS bool
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_ordinal int;
 BEGIN
     SET LOCAL lock_timeout = '5s';
     INSERT INTO rq_members (id, ordinal)
     SELECT m.id, (m.ord - 1)::int FROM unnest(p_ids) WITH ORDINALITY AS m(id, ord);
+    SELECT m.ordinal INTO STRICT v_ordinal FROM rq_members m JOIN rq_member_self s ON s.id = m.id;
+    UPDATE rq_member_self SET numbers_from = p_numbers_from;
+    EXECUTE format('ALTER SEQUENCE rq_partition_numbers INCREMENT BY 1024 RESTART WITH %s',
+                   p_numbers_from + v_ordinal);
     RETURN true;
 EXCEPTION WHEN unique_violation OR lock_not_available THEN
     RETURN false;
