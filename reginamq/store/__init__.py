@@ -36,7 +36,8 @@ The families:
   watcher (:mod:`.messages`);
 - ``notices``: the notifications between processes, sent and heard (:mod:`.notices`);
 - ``queue_settings``: the queue options each process keeps a copy of (:mod:`.queue_settings`);
-- ``membership``: this database's id and its deployment's member databases (:mod:`.membership`).
+- ``membership``: this database's id and its deployment's member databases (:mod:`.membership`);
+- ``directory``: on the catalog, the id (and so the member) of each partition name (:mod:`.directory`).
 
 Transactions over several member databases are :class:`.two_phase.TwoPhase`'s, and forming
 and checking a deployment is :func:`.members.join_up`'s (docs/shards.md).
@@ -52,6 +53,7 @@ from typing import TypeVar
 from reginamq.store.consumer_groups import ConsumerGroups
 from reginamq.store.database import Database, Executor, Session
 from reginamq.store.dead_letters import DeadLetters
+from reginamq.store.directory import Directory
 from reginamq.store.ephemeral import Ephemeral
 from reginamq.store.housekeeping import Housekeeping
 from reginamq.store.kv import KeyValues
@@ -101,6 +103,7 @@ class Store:
         self.notices = Notices(executor)
         self.queue_settings = QueueSettings(executor)
         self.membership = Membership(executor)
+        self.directory = Directory(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when

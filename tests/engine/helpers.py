@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from reginamq.store.database import Database
 from reginamq.store.schema import apply_schema
 
 
@@ -17,17 +18,16 @@ async def member_databases(database_url: str, count: int) -> AsyncIterator[list[
     """``count`` new databases on the session's PostgreSQL, schema applied, dropped afterwards
     (with whatever is still prepared in them rolled back): members of a deployment of their own."""
     names = [f"member_{uuid.uuid4().hex[:10]}" for _ in range(count)]
+    urls = [urlsplit(database_url)._replace(path="/" + name).geturl() for name in names]
     admin = await asyncpg.connect(database_url)
     try:
         for name in names:
             await admin.execute(f'CREATE DATABASE "{name}"')
-        urls = [urlsplit(database_url)._replace(path="/" + name).geturl() for name in names]
         for url in urls:
             await apply_schema(url)
         yield urls
     finally:
-        for name, url in zip(names, [urlsplit(database_url)._replace(path="/" + n).geturl() for n in names],
-                             strict=True):
+        for name, url in zip(names, urls, strict=True):
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 conn = await asyncpg.connect(url)
                 try:
@@ -38,3 +38,15 @@ async def member_databases(database_url: str, count: int) -> AsyncIterator[list[
                     await conn.close()
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+@contextlib.asynccontextmanager
+async def opened(urls: list[str]) -> AsyncIterator[list[Database]]:
+    """A pool on each of ``urls``, closed afterwards."""
+    databases = [Database(url, 4) for url in urls]
+    for database in databases:
+        await database.open()
+    try:
+        yield databases
+    finally:
+        for database in databases:
+            await database.close()

@@ -5,7 +5,6 @@ up exactly one deployment are refused with a message that says why."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 
 import asyncpg
@@ -22,19 +21,7 @@ from reginamq.store.members import (
     join_up,
 )
 from reginamq.store.two_phase import transaction_name
-from tests.engine.helpers import member_databases
-
-
-@contextlib.asynccontextmanager
-async def opened(urls: list[str]):
-    databases = [Database(url, 4) for url in urls]
-    for database in databases:
-        await database.open()
-    try:
-        yield databases
-    finally:
-        for database in databases:
-            await database.close()
+from tests.engine.helpers import member_databases, opened
 
 
 async def own_ids(urls: list[str]) -> list:

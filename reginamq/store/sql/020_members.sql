@@ -74,3 +74,32 @@ EXCEPTION WHEN unique_violation OR lock_not_available THEN
     RETURN false;
 END;
 $$;
+
+-- Where each partition lives, on the catalog (docs/shards.md, "Placement and the directory"):
+-- the one truth about a name, read by a broker that meets a name it has not cached. A
+-- partition's id tells its member (store/members.py, home_of), so the id is all a row keeps.
+CREATE TABLE IF NOT EXISTS rq_directory (
+    queue      text COLLATE "C" NOT NULL,
+    partition  text COLLATE "C" NOT NULL,
+    id         uuid NOT NULL,
+    PRIMARY KEY (queue, partition)
+);
+
+-- Lists each name with its proposed id unless it is listed already, and answers every name's
+-- listed id: the proposal, or the id an earlier claim listed (which the caller then uses, and
+-- forgets its own). Names are claimed in key order, so claims that overlap never deadlock.
+CREATE OR REPLACE FUNCTION rq_directory_claim(p_queue text[], p_partition text[], p_id uuid[])
+RETURNS TABLE (queue text, partition text, id uuid)
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO rq_directory AS d (queue, partition, id)
+    SELECT c.queue, c.partition, c.id
+    FROM unnest(p_queue, p_partition, p_id) AS c(queue, partition, id)
+    ORDER BY c.queue, c.partition
+    ON CONFLICT ON CONSTRAINT rq_directory_pkey DO NOTHING;
+    RETURN QUERY
+    SELECT d.queue, d.partition, d.id
+    FROM unnest(p_queue, p_partition) AS c(queue, partition)
+    JOIN rq_directory d ON d.queue = c.queue AND d.partition = c.partition;
+END;
+$$;
