@@ -47,7 +47,7 @@ UNAVAILABLE = (
     asyncpg.InsufficientResourcesError,  # includes a full disk
     asyncpg.ReadOnlySQLTransactionError,  # a standby, or a database switched to read-only
 )
-_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 # asyncpg's pool logs each failed attempt to reopen its minimum of connections, with a traceback.
 _POOL_RECONNECT = "Failed to restore the pool connection floor"
 
@@ -188,7 +188,7 @@ class Database:
             try:
                 async with self._connection() as conn:
                     return await call(conn)
-            except _RETRYABLE:
+            except RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise Unavailable("the database kept aborting this request; retry") from None
                 await asyncio.sleep(0.01 * (attempt + 1))
@@ -201,13 +201,12 @@ class Database:
     @contextlib.asynccontextmanager
     async def holding(self) -> AsyncIterator[Connection]:
         """One pooled connection held across several steps (a two-phase commit's), under the
-        failure mapping of the module header but without its retries: what a failure undoes
-        is the holder's to decide. The connection goes back to the pool outside any transaction."""
+        failure mapping of the module header but without its retries: a deadlock or
+        serialization failure (:data:`RETRYABLE`) is raised as it is, for the holder to undo
+        and retry. The connection goes back to the pool outside any transaction."""
         try:
             async with self._connection() as conn:
                 yield conn
-        except _RETRYABLE:
-            raise Unavailable("the database aborted this request; retry") from None
         except UNAVAILABLE as error:
             raise Unavailable("database unavailable") from error
         except asyncpg.DataError as error:

@@ -33,7 +33,7 @@ import asyncpg
 
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
-from reginamq.store.database import Connection, Database, Session
+from reginamq.store.database import RETRIES, RETRYABLE, Connection, Database, Session
 
 T = TypeVar("T")
 # What a prepared transaction's name starts with: the kind of coordinator that made it, so that
@@ -79,11 +79,24 @@ class TwoPhase:
     async def run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
         """Each ``work[ordinal]`` given a store whose every call runs in one transaction on that
         member. Every member commits when every ``work`` returned, or none does, and whatever a
-        ``work`` raised is raised here. :class:`Unavailable` means nothing was committed, or
+        ``work`` raised is raised here; a deadlock or serialization failure is retried whole, as
+        ``Database.atomically`` retries. :class:`Unavailable` means nothing was committed, or
         the outcome is not known yet: the recovery settles it one way for every member."""
         if len(work) == 1:
             [(ordinal, only)] = work.items()
             return {ordinal: await Store(self._members[ordinal]).atomically(only)}
+        for attempt in range(RETRIES):
+            try:
+                return await self._run(work)
+            except RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise Unavailable("the database kept aborting this request; retry") from None
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
+        """One attempt: a deadlock or serialization failure of a member's work, before any
+        prepare, undoes every member and is raised for :meth:`run` to try again."""
         gid = uuid.uuid4()
         results: dict[int, T] = {}
         async with contextlib.AsyncExitStack() as held:

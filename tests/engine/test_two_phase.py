@@ -238,3 +238,22 @@ async def test_a_member_that_is_away_leaves_nothing_committed(database_url):
         for database in databases.values():
             assert await notes(database) == []
             assert await prepared_names(database) == []
+
+
+async def test_a_deadlock_in_a_members_work_is_retried_whole(database_url):
+    attempts = []
+
+    async def deadlocked_once(store: Store) -> str:
+        attempts.append(1)
+        assert await store.leadership.take(f"j2-{len(attempts)}", HOLDER, 60)
+        if len(attempts) == 1:
+            raise asyncpg.DeadlockDetectedError("deadlock detected")
+        return "j2"
+
+    async with members(database_url) as databases:
+        assert await TwoPhase(databases).run({0: writing("j0"), 2: deadlocked_once}) == {0: "j0", 2: "j2"}
+        assert len(attempts) == 2
+        assert await notes(databases[0]) == ["j0"]
+        assert await notes(databases[2]) == ["j2-2"], "the first attempt left nothing"
+        for database in databases.values():
+            assert await prepared_names(database) == []
