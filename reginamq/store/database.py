@@ -146,6 +146,19 @@ class Session:
         await self._conn.executemany(sql, args)
 
 
+async def retried(attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()``, tried again after a deadlock or serialization failure (the database rolled
+    it back whole, so running it again is safe); after :data:`RETRIES` attempts, a 503."""
+    for number in range(RETRIES):
+        try:
+            return await attempt()
+        except RETRYABLE:
+            if number == RETRIES - 1:
+                raise Unavailable("the database kept aborting this request; retry") from None
+            await asyncio.sleep(0.01 * (number + 1))
+    raise AssertionError("unreachable")
+
+
 class Database:
     """The pool of one broker process, opened by :meth:`open` and closed by :meth:`close`.
 
@@ -184,38 +197,21 @@ class Database:
 
     async def run(self, call: Callable[[Connection], Awaitable[T]]) -> T:
         """``call`` with a pooled connection, under the failure mapping of the module header."""
-        for attempt in range(RETRIES):
-            try:
-                async with self._connection() as conn:
-                    return await call(conn)
-            except RETRYABLE:
-                if attempt == RETRIES - 1:
-                    raise Unavailable("the database kept aborting this request; retry") from None
-                await asyncio.sleep(0.01 * (attempt + 1))
-            except UNAVAILABLE as error:
-                raise Unavailable("database unavailable") from error
-            except asyncpg.DataError as error:
-                raise BadRequest(f"invalid value: {error}") from error
-        raise AssertionError("unreachable")
+
+        async def attempt() -> T:
+            async with self.holding() as conn:
+                return await call(conn)
+
+        return await retried(attempt)
 
     @contextlib.asynccontextmanager
     async def holding(self) -> AsyncIterator[Connection]:
-        """One pooled connection held across several steps (a two-phase commit's), under the
-        failure mapping of the module header but without its retries: a deadlock or
-        serialization failure (:data:`RETRYABLE`) is raised as it is, for the holder to undo
-        and retry. The connection goes back to the pool outside any transaction."""
-        try:
-            async with self._connection() as conn:
-                yield conn
-        except UNAVAILABLE as error:
-            raise Unavailable("database unavailable") from error
-        except asyncpg.DataError as error:
-            raise BadRequest(f"invalid value: {error}") from error
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Connection]:
-        """A pooled connection; one left in an unknown state is terminated, never handed to the
-        next request. Whether the database is reachable is noted here, both ways."""
+        """A pooled connection for as long as the holder needs it (one call, or the steps of a
+        two-phase commit), under the failure mapping of the module header but without its
+        retries: a deadlock or serialization failure (:data:`RETRYABLE`) is raised as it is,
+        for the holder to undo and retry (:func:`retried`). A connection left in an unknown
+        state is terminated, never handed to the next request; one goes back to the pool outside
+        any transaction. Whether the database is reachable is noted here, both ways."""
         if self.pool is None:
             raise Unavailable("the broker is not connected to its database")
         try:
@@ -227,7 +223,9 @@ class Database:
                     raise
         except UNAVAILABLE as error:
             self.reachability.lost(error)
-            raise
+            raise Unavailable("database unavailable") from error
+        except asyncpg.DataError as error:
+            raise BadRequest(f"invalid value: {error}") from error
         if self.reachability.lost_at is not None:
             self.reachability.back()
 

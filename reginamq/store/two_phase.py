@@ -33,7 +33,7 @@ import asyncpg
 
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
-from reginamq.store.database import RETRIES, RETRYABLE, Connection, Database, Session
+from reginamq.store.database import Connection, Database, Session, retried
 
 T = TypeVar("T")
 # What a prepared transaction's name starts with: the kind of coordinator that made it, so that
@@ -85,14 +85,7 @@ class TwoPhase:
         if len(work) == 1:
             [(ordinal, only)] = work.items()
             return {ordinal: await Store(self._members[ordinal]).atomically(only)}
-        for attempt in range(RETRIES):
-            try:
-                return await self._run(work)
-            except RETRYABLE:
-                if attempt == RETRIES - 1:
-                    raise Unavailable("the database kept aborting this request; retry") from None
-                await asyncio.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")
+        return await retried(lambda: self._run(work))
 
     async def _run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
         """One attempt: a deadlock or serialization failure of a member's work, before any
