@@ -50,3 +50,15 @@ async def opened(urls: list[str]) -> AsyncIterator[list[Database]]:
     finally:
         for database in databases:
             await database.close()
+
+
+async def leave_prepared(url: str, name: str, statement: str, *args: object) -> None:
+    """What a coordinator killed after its prepare leaves in a database: ``statement`` run in a
+    transaction prepared as ``name``, whose connection is gone."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("BEGIN")
+        await conn.execute(statement, *args)
+        await conn.execute(f"PREPARE TRANSACTION '{name}'")
+    finally:
+        await conn.close()

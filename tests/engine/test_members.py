@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import asyncpg
 import pytest
 
 from reginamq.store import Store
@@ -21,7 +20,7 @@ from reginamq.store.members import (
     join_up,
 )
 from reginamq.store.two_phase import transaction_name
-from tests.engine.helpers import member_databases, opened
+from tests.engine.helpers import leave_prepared, member_databases, opened
 
 
 async def own_ids(urls: list[str]) -> list:
@@ -117,13 +116,8 @@ async def leave_forming_prepared(urls: list[str], ids: list[uuid.UUID], gid: uui
     id order as formers key them. Returns the databases' indexes in that order."""
     order = sorted(range(len(urls)), key=lambda index: ids[index])
     for key, index in enumerate(order):
-        conn = await asyncpg.connect(urls[index])
-        try:
-            await conn.execute("BEGIN")
-            await conn.fetchval("SELECT rq_form_members($1, $2)", ids, numbers_from)
-            await conn.execute(f"PREPARE TRANSACTION '{transaction_name(gid, key, FORMING_TRANSACTIONS)}'")
-        finally:
-            await conn.close()
+        await leave_prepared(urls[index], transaction_name(gid, key, FORMING_TRANSACTIONS),
+                             "SELECT rq_form_members($1, $2)", ids, numbers_from)
     return order
 
 

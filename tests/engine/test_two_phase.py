@@ -17,7 +17,7 @@ from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.database import Database
 from reginamq.store.two_phase import TwoPhase, transaction_name
-from tests.engine.helpers import member_databases
+from tests.engine.helpers import leave_prepared, member_databases
 
 HOLDER = "two-phase-test"
 
@@ -57,16 +57,18 @@ async def decisions(catalog: Database) -> dict[uuid.UUID, str]:
     return {row["gid"]: row["outcome"] for row in await catalog.fetch("SELECT gid, outcome FROM rq_decisions")}
 
 
-async def leave_prepared(database: Database, gid: uuid.UUID, ordinal: int, note: str) -> None:
-    """What a coordinator killed after its prepare on ``ordinal`` leaves there: a prepared
-    transaction whose connection is gone."""
-    conn = await asyncpg.connect(database.dsn)
-    try:
-        await conn.execute("BEGIN")
-        await conn.execute("SELECT rq_take_leader_lease($1, $2, 60)", note, HOLDER)
-        await conn.execute(f"PREPARE TRANSACTION '{transaction_name(gid, ordinal)}'")
-    finally:
-        await conn.close()
+async def leave_lease_prepared(database: Database, gid: uuid.UUID, ordinal: int, note: str) -> None:
+    """What a coordinator killed after its prepare on ``ordinal`` leaves there: the lease
+    ``note`` taken in a prepared transaction whose connection is gone."""
+    await leave_prepared(database.dsn, transaction_name(gid, ordinal), "SELECT rq_take_leader_lease($1, $2, 60)",
+                         note, HOLDER)
+
+
+async def nothing_left(databases: dict[int, Database]) -> None:
+    """No member holds a note or a prepared transaction."""
+    for database in databases.values():
+        assert await notes(database) == []
+        assert await prepared_names(database) == []
 
 
 async def test_every_member_commits_and_nothing_is_left_prepared_or_recorded(database_url):
@@ -86,9 +88,7 @@ async def test_a_work_that_raises_commits_nothing_anywhere(database_url):
     async with members(database_url) as databases:
         with pytest.raises(ValueError, match="refused"):
             await TwoPhase(databases).run({0: writing("b0"), 1: writing("b1"), 2: refuse})
-        for database in databases.values():
-            assert await notes(database) == []
-            assert await prepared_names(database) == []
+        await nothing_left(databases)
         assert await decisions(databases[0]) == {}
 
 
@@ -97,7 +97,7 @@ async def test_a_prepare_that_fails_rolls_back_the_members_already_prepared(data
         # the same name already prepared on member 2 makes this transaction's prepare there fail
         coordinator = TwoPhase(databases)
         taken = uuid.uuid4()
-        await leave_prepared(databases[2], taken, 2, "squatter")
+        await leave_lease_prepared(databases[2], taken, 2, "squatter")
         original = uuid.uuid4
         try:
             uuid.uuid4 = lambda: taken
@@ -116,12 +116,10 @@ async def test_killed_before_its_decision_the_recovery_rolls_every_member_back(d
     async with members(database_url) as databases:
         gid = uuid.uuid4()
         for ordinal in (0, 2):  # killed after preparing on 0 and 2, before 1
-            await leave_prepared(databases[ordinal], gid, ordinal, f"d{ordinal}")
+            await leave_lease_prepared(databases[ordinal], gid, ordinal, f"d{ordinal}")
         assert await TwoPhase(databases).recover() == 0, "young prepared transactions are left alone"
         assert await TwoPhase(databases, in_doubt_after=0).recover() == 2
-        for database in databases.values():
-            assert await notes(database) == []
-            assert await prepared_names(database) == []
+        await nothing_left(databases)
         assert await decisions(databases[0]) == {gid: "abort"}
 
 
@@ -129,7 +127,7 @@ async def test_killed_after_its_decision_the_recovery_commits_every_member(datab
     async with members(database_url) as databases:
         gid = uuid.uuid4()
         for ordinal in databases:
-            await leave_prepared(databases[ordinal], gid, ordinal, f"e{ordinal}")
+            await leave_lease_prepared(databases[ordinal], gid, ordinal, f"e{ordinal}")
         assert await databases[0].fetchval("SELECT rq_decide($1, 'commit', 'rq')", gid) == "commit"
         # killed midway through its commits: member 1 committed already
         await databases[1].execute(f"COMMIT PREPARED '{transaction_name(gid, 1)}'")
@@ -162,9 +160,7 @@ async def test_a_coordinator_that_stalled_past_the_bound_finds_abort_and_rolls_b
                 await TwoPhase(everyone).run({1: writing("s1"), 2: writing("s2")})
         finally:
             await stalled.close()
-        for database in databases.values():
-            assert await notes(database) == []
-            assert await prepared_names(database) == []
+        await nothing_left(databases)
 
 
 async def test_the_first_outcome_recorded_is_the_one_every_caller_reads(database_url):
@@ -186,7 +182,7 @@ async def test_recoveries_running_at_once_finish_each_transaction_once(database_
         gids = [uuid.uuid4() for _ in range(5)]
         for number, gid in enumerate(gids):
             for ordinal in databases:
-                await leave_prepared(databases[ordinal], gid, ordinal, f"f{number}-{ordinal}")
+                await leave_lease_prepared(databases[ordinal], gid, ordinal, f"f{number}-{ordinal}")
             if number % 2 == 0:
                 await databases[0].fetchval("SELECT rq_decide($1, 'commit', 'rq')", gid)
         finished = await asyncio.gather(*(TwoPhase(databases, in_doubt_after=0).recover() for _ in range(3)))
@@ -203,7 +199,7 @@ async def test_outcomes_are_forgotten_only_when_no_member_can_still_wait_for_the
         await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", old)
         await catalog.fetchval("SELECT rq_decide($1, 'commit', 'rq')", waiting)
         await catalog.execute("UPDATE rq_decisions SET decided_at = now() - interval '2 days'")
-        await leave_prepared(databases[1], waiting, 1, "g1")
+        await leave_lease_prepared(databases[1], waiting, 1, "g1")
         away = Database("postgresql://nobody@127.0.0.1:1/none", 1)
         await away.open()
         try:
@@ -235,9 +231,7 @@ async def test_a_member_that_is_away_leaves_nothing_committed(database_url):
                 await TwoPhase({**databases, 2: away}).run({0: writing("i0"), 1: writing("i1"), 2: writing("i2")})
         finally:
             await away.close()
-        for database in databases.values():
-            assert await notes(database) == []
-            assert await prepared_names(database) == []
+        await nothing_left(databases)
 
 
 async def test_a_deadlock_in_a_members_work_is_retried_whole(database_url):
