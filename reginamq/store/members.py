@@ -1,16 +1,17 @@
-"""The member databases of a deployment: who each one is, and the checks a broker makes before
-it serves (docs/shards.md, "Membership").
+"""The member databases of a deployment: who each one is, where a partition lives, and the
+checks a broker makes before it serves (docs/shards.md, "Membership" and "Placement").
 
 Identity is the id each database mints for itself (``rq_member_self``, 020_members.sql),
-never its URL. Where a partition lives is told by its id (:func:`home_of`) and, for a new one,
-by its name (:func:`place`). Every member holds the same list of members (``rq_members``). :func:`join_up`
+never its URL. Every member holds the same list of members (``rq_members``). :func:`join_up`
 runs at start, after the schema. When every database given is new to membership, it forms
 the deployment: the first URL becomes the catalog (ordinal 0) and the others follow in the
 order given, all written in one two-phase transaction so no database is left half formed.
 Otherwise it checks that the databases given are exactly the members and that they agree,
-and raises :class:`MembershipMismatch`, naming the mismatch, when they do not. A broker that
-starts at the same moment waits on the catalog's lock, then finds the deployment formed.
-"""
+and raises :class:`MembershipMismatch`, naming the mismatch, when they do not. Brokers that
+start at the same moment form one at a time, under a lock on the database of smallest id.
+
+Where a partition lives is told by its id (:func:`home_of`) and, for a new name, by the name
+(:func:`place`)."""
 
 from __future__ import annotations
 
