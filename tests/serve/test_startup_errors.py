@@ -24,6 +24,7 @@ from reginamq.store import Store
 from reginamq.store.database import Database
 from reginamq.store.embedded import EmbeddedPostgres
 from reginamq.store.members import check_deployment
+from reginamq.store.membership import MemberState
 from tests.auth_helpers import self_signed
 from tests.conftest import create_database, free_port, spool_dir, start_broker, stop_process, wait_healthy
 
@@ -285,11 +286,11 @@ def test_a_database_of_a_larger_deployment_served_alone_is_refused(database_url)
     for _ in range(2):
         process, _url = start_broker(alone, workers=1)
         stop_process(process)
-        own, listed = asyncio.run(membership(alone))
-        assert listed == [own]
+        state = asyncio.run(membership(alone))
+        assert state.members == [state.id]
 
 
-async def membership(url: str) -> tuple:
+async def membership(url: str) -> MemberState:
     database = Database(url, 1)
     await database.open()
     try:
