@@ -16,7 +16,7 @@ from reginamq.ctl.client import SERVER_ERROR, CtlCommand, CtlError, connection_o
               help="Also list per-queue counters and throughput.")
 @connection_options
 def status(ctl, with_queues) -> None:
-    """Health, totals, throughput and per-queue counters. Exits 2 if the broker is down or unhealthy."""
+    """Health, totals, throughput, the databases and per-queue counters. Exits 2 if the broker is down or unhealthy."""
     code, health = ctl.client.call("GET", "/health", allow=(503,))
     if code == 503:
         if ctl.json:
@@ -45,6 +45,10 @@ def status(ctl, with_queues) -> None:
         (f"throughput (last {throughput.get('windowSeconds', '?')} s)", rates or "-"),
         ("stats refreshed", body.get("statsRefreshedAt")),
     ], title="reginamq")
+    ctl.out.table(["database", "ordinal", "healthy", "size (MB)", "partitions", "connections", "commits"],
+                  [(d.get("id"), d.get("ordinal"), d.get("healthy"), round((d.get("sizeBytes") or 0) / 1e6, 1),
+                    d.get("partitions"), d.get("connections"), d.get("transactionsCommitted"))
+                   for d in body.get("databases", [])], title="Databases", empty="no database")
     if queues is not None:
         rows = []
         for q in queues.get("queues", []):

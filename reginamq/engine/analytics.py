@@ -89,6 +89,9 @@ async def status(store: Store) -> dict:
         "dlqDepth": sum(r["dlq_depth"] for r in queues),
         "throughput": {"windowSeconds": THROUGHPUT_WINDOW_SECONDS, **_rates(recent, THROUGHPUT_WINDOW_SECONDS)},
         "statsRefreshedAt": stamp(refreshed),
+        # the deployment's member databases (docs/shards.md): today the broker's one database
+        "databases": [{**await store.membership.report(), "healthy": True,
+                       "partitions": sum(r["partitions"] for r in queues)}],
     }
 
 

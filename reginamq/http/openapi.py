@@ -257,6 +257,8 @@ RETENTION_TOTALS = obj({"queue": STRING, "deletedSegments": INTEGER, "deletedMes
 STATS_QUEUE = obj({"queue": STRING, "namespace": NULLABLE_STRING, "task": NULLABLE_STRING, "partitions": INTEGER,
                    "totals": COUNTERS, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
                    "refreshedAt": NULLABLE_STAMP})
+DATABASE = obj({"id": UUID, "ordinal": NULLABLE_INT, "catalog": BOOLEAN, "healthy": BOOLEAN, "sizeBytes": INTEGER,
+                "partitions": INTEGER, "connections": INTEGER, "transactionsCommitted": INTEGER})
 POINT = obj({"at": STAMP, "depth": INTEGER, "lag": INTEGER, "dlqDepth": INTEGER,
              **{key: INTEGER for key in ("pushed", "popped", "acked", "failed", "deadLettered")}})
 READ_ERROR = {"type": "string", "enum": ["UNKNOWN_TOPIC_OR_PARTITION", "OFFSET_OUT_OF_RANGE"]}
@@ -490,7 +492,7 @@ OPERATIONS: dict[tuple[str, str], dict] = {
         "totals and throughput", {200: obj({"status": STRING, "queues": INTEGER, "partitions": INTEGER,
                                             "totals": COUNTERS, "depth": INTEGER, "lag": INTEGER,
                                             "dlqDepth": INTEGER, "throughput": {"type": "object"},
-                                            "version": STRING})}),
+                                            "version": STRING, "databases": array(DATABASE)})}),
     ("GET", "/api/v1/status/queues"): op(
         "per-queue counters", {200: obj({"queues": array(STATS_QUEUE), **PAGED})}, parameters=PAGE),
     ("GET", "/api/v1/status/queues/{queue}"): op(

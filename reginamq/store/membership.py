@@ -24,6 +24,13 @@ class MemberState:
     numbers_from: int | None  # the first partition number that tells its member (020_members.sql)
     last_number: int  # the last partition number this database gave out
 PREPARED_ALLOWED_SQL = "SELECT current_setting('max_prepared_transactions')::int > 0"
+REPORT_SQL = """
+SELECT s.id, m.ordinal, pg_database_size(current_database()) AS size_bytes, d.numbackends AS connections,
+       d.xact_commit AS commits
+FROM rq_member_self s
+LEFT JOIN rq_members m ON m.id = s.id
+LEFT JOIN pg_stat_database d ON d.datname = current_database()
+"""
 
 
 class Membership(Family):
@@ -41,3 +48,12 @@ class Membership(Family):
     async def prepared_transactions_allowed(self) -> bool:
         """Whether PostgreSQL here allows PREPARE TRANSACTION (max_prepared_transactions > 0)."""
         return bool(await self._db.fetchval(PREPARED_ALLOWED_SQL))
+
+    async def report(self) -> dict:
+        """What ``status`` shows of this database: its id and ordinal (None before the deployment
+        is formed), its size on disk, its open connections and the transactions it committed
+        since its statistics were last reset."""
+        row = await self._db.fetchrow(REPORT_SQL)
+        return {"id": str(row["id"]), "ordinal": row["ordinal"], "catalog": row["ordinal"] == 0,
+                "sizeBytes": row["size_bytes"], "connections": row["connections"],
+                "transactionsCommitted": row["commits"]}

@@ -395,8 +395,10 @@ def test_status(ctl):
     assert body["health"]["status"] == "healthy"
     assert body["status"]["queues"] >= 1 and "totals" in body["status"]
     assert body["queues"]["total"] >= 1
+    [database] = body["status"]["databases"]
     human = ctl("status")
     assert human.exit_code == 0 and "healthy" in human.stdout and "Queues" in human.stdout
+    assert "Databases" in human.stdout and database["id"] in human.stdout
 
 
 def test_url_from_the_environment(ctl, broker_url):

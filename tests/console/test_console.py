@@ -63,6 +63,12 @@ def test_the_overview_lists_the_queue_with_its_depth(page, api, name):
     expect(page.locator("#health-db")).to_have_text("PostgreSQL connected")
     expect(page.locator(".kpi").first).to_contain_text("Queues")
     assert page.locator(".chart canvas").count() >= 2
+    [database] = api.get("/api/v1/status").json()["databases"]
+    database_row = page.locator("#databases tbody tr")
+    expect(database_row).to_have_count(1)
+    expect(database_row.locator("td").nth(0)).to_have_text(database["id"])
+    expect(database_row.locator("td").nth(1)).to_have_text("catalog")
+    expect(database_row.locator("td").nth(2)).to_have_text("healthy")
     queue_row.click()
     expect(page.locator("h1")).to_have_text(name)
 

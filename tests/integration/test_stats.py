@@ -61,6 +61,10 @@ async def test_status_queues_and_analytics(http, queue):
     status = (await http.get("/api/v1/status")).json()
     assert status["status"] == "healthy" and status["totals"]["pushed"] >= 3 and status["queues"] >= 1
     assert "pushedPerSecond" in status["throughput"]
+    [database] = status["databases"]  # a deployment of the broker's one database (docs/shards.md)
+    assert database["ordinal"] == 0 and database["catalog"] and database["healthy"]
+    assert database["partitions"] == status["partitions"] and database["sizeBytes"] > 1_000_000
+    assert database["connections"] >= 1 and database["transactionsCommitted"] > 0
     listed = (await http.get("/api/v1/status/queues", params={"limit": 1000})).json()
     mine = [q for q in listed["queues"] if q["queue"] == queue]
     assert mine and mine[0]["totals"]["pushed"] == 3 and listed["total"] >= 1

@@ -1,5 +1,5 @@
-// Overview: totals, throughput and backlog over time, and the queues with their depth, rates,
-// lag, dead letters and messages expired by a ttl. Everything here comes from the stats tables
+// Overview: totals, throughput and backlog over time, the queues with their depth, rates,
+// lag, dead letters and messages expired by a ttl, and the databases that hold them. Everything here comes from the stats tables
 // (/api/v1/status*), which the broker's elected stats loop keeps current, so the page costs the
 // same with a million partitions as with ten.
 
@@ -24,6 +24,7 @@ export function mount(root) {
   const throughput = new Chart("Throughput (all queues)", ["pushed", "popped", "acked"], { perSecond: true });
   const backlog = new Chart("Backlog (all queues)", ["depth", "lag", "dlqDepth"], { perSecond: false });
   const queues = h("div", {});
+  const databases = h("div", {});
   const paging = h("div", {});
   const footer = h("p", { class: "muted small" });
 
@@ -33,6 +34,8 @@ export function mount(root) {
     kpis,
     h("div", { class: "charts" }, throughput.element, backlog.element),
     h("section", { class: "card" }, h("div", { class: "card-head" }, h("h2", {}, "Queues"), paging), queues),
+    h("section", { class: "card", id: "databases" }, h("div", { class: "card-head" }, h("h2", {}, "Databases")),
+      databases),
     footer);
 
   async function refresh() {
@@ -70,6 +73,15 @@ export function mount(root) {
       onRow: (q) => { location.hash = `#/queues/${seg(q.queue)}`; },
       rowKey: (q) => q.queue,
     }));
+    fill(databases, table([
+      { label: "Database", cell: (d) => d.id, class: "mono" },
+      { label: "Role", cell: (d) => (d.catalog ? "catalog" : `member ${d.ordinal}`) },
+      { label: "Health", cell: (d) => (d.healthy ? "healthy" : h("span", { class: "bad-text" }, "unreachable")) },
+      { label: "Size", cell: (d) => `${compact(Math.round(d.sizeBytes / 1e6))} MB`, class: "num" },
+      { label: "Partitions", cell: (d) => compact(d.partitions), class: "num" },
+      { label: "Connections", cell: (d) => num(d.connections), class: "num" },
+      { label: "Commits", cell: (d) => compact(d.transactionsCommitted), class: "num muted" },
+    ], status.databases, { empty: "No database reported.", rowKey: (d) => d.id }));
     fill(paging, page.total > PAGE ? pager(page, (next) => { offset = next; refresh(); }) : null);
     fill(footer, "Broker up ", duration(status.uptimeSeconds), " · statistics refreshed ",
       status.statsRefreshedAt ? time(status.statsRefreshedAt) : "not yet", " · version ", status.version);
