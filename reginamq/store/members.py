@@ -64,15 +64,19 @@ class Deployment:
     numbers_from: int  # the first partition number that tells its member
 
 
+def number_of(partition_id: uuid.UUID) -> int | None:
+    """The sequence number partition ``partition_id`` was made from; None for an id made before
+    ids carried numbers."""
+    raw = partition_id.bytes
+    return int.from_bytes(raw[:8], "big") * _UNSCRAMBLE % (1 << 64) if raw[8:] == bytes(8) else None
+
+
 def home_of(partition_id: uuid.UUID, numbers_from: int) -> int:
     """The ordinal of the member that holds partition ``partition_id``. A partition numbered
     before the deployment was formed, or made before ids carried numbers, is the catalog's:
     only the catalog held partitions then."""
-    raw = partition_id.bytes
-    if raw[8:] != bytes(8):
-        return 0
-    number = int.from_bytes(raw[:8], "big") * _UNSCRAMBLE % (1 << 64)
-    return number % MAX_MEMBERS if number >= numbers_from else 0
+    number = number_of(partition_id)
+    return number % MAX_MEMBERS if number is not None and number >= numbers_from else 0
 
 
 def place(queue: str, partition: str, members: list[uuid.UUID]) -> int:

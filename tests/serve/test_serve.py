@@ -15,8 +15,17 @@ import httpx
 import pytest
 
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.members import home_of, number_of
 from reginamq.store.schema import DatabaseUnusable, apply_schema
-from tests.conftest import a_round_ran, connection, free_port, start_broker, stop_process, wait_healthy
+from tests.conftest import (
+    a_round_ran,
+    connection,
+    create_database,
+    free_port,
+    start_broker,
+    stop_process,
+    wait_healthy,
+)
 
 
 def without_broker_settings() -> dict[str, str]:
@@ -308,3 +317,42 @@ async def test_thousands_of_concurrent_long_polls_are_all_served_together(broker
     elapsed = time.monotonic() - started
     assert statuses == [204] * polls
     assert elapsed < 10, f"{polls} long polls of 4 s took {elapsed:.1f} s: they were served in turns"
+
+
+def test_a_database_served_before_deployments_existed_forms_one_and_keeps_its_messages(database_url):
+    url = create_database(database_url, "upgraded")
+    process, broker = start_broker(url, workers=1)
+    try:
+        items = [{"queue": "kept", "partition": "old", "payload": {"n": n}} for n in range(3)]
+        assert httpx.post(f"{broker}/api/v1/push", json={"items": items}, timeout=10).status_code == 201
+    finally:
+        stop_process(process)
+    old = asyncio.run(unform(url))  # now as a database from before membership looks
+    process, broker = start_broker(url, workers=1)
+    try:
+        popped = httpx.get(f"{broker}/api/v1/pop/queue/kept/partition/old", params={"batch": 10}, timeout=10).json()
+        assert [m["data"]["n"] for m in popped["messages"]] == [0, 1, 2]
+        item = {"queue": "kept", "partition": "new", "payload": {}}
+        assert httpx.post(f"{broker}/api/v1/push", json={"items": [item]}, timeout=10).status_code == 201
+    finally:
+        stop_process(process)
+    own, members, numbers_from, new = asyncio.run(formed(url))
+    assert members == [own]
+    assert home_of(old, numbers_from) == 0 and home_of(new, numbers_from) == 0
+    assert number_of(old) < numbers_from <= number_of(new)
+
+
+async def unform(url: str):
+    """Takes the database back to before membership; answers partition 'old''s id."""
+    async with connection(url) as conn:
+        await conn.execute("DELETE FROM rq_members")
+        await conn.execute("UPDATE rq_member_self SET numbers_from = NULL")
+        await conn.execute("ALTER SEQUENCE rq_partition_numbers INCREMENT BY 1")
+        return await conn.fetchval("SELECT id FROM rq_partitions WHERE name = 'old'")
+
+
+async def formed(url: str) -> tuple:
+    async with connection(url) as conn:
+        own, numbers_from = await conn.fetchrow("SELECT id, numbers_from FROM rq_member_self")
+        members = [row[0] for row in await conn.fetch("SELECT id FROM rq_members")]
+        return own, members, numbers_from, await conn.fetchval("SELECT id FROM rq_partitions WHERE name = 'new'")
