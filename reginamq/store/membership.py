@@ -15,14 +15,6 @@ SELECT s.id, s.numbers_from, (SELECT array_agg(id ORDER BY ordinal) FROM rq_memb
 FROM rq_member_self s
 """
 FORM_SQL = "SELECT rq_form_members($1, $2)"
-
-
-@dataclass(frozen=True)
-class MemberState:
-    id: uuid.UUID  # this database's own
-    members: list[uuid.UUID]  # in ordinal order; empty while in no deployment
-    numbers_from: int | None  # the first partition number that tells its member (020_members.sql)
-    last_number: int  # the last partition number this database gave out
 PREPARED_ALLOWED_SQL = "SELECT current_setting('max_prepared_transactions')::int > 0"
 REPORT_SQL = """
 SELECT s.id, m.ordinal, pg_database_size(current_database()) AS size_bytes, d.numbackends AS connections,
@@ -33,8 +25,17 @@ LEFT JOIN pg_stat_database d ON d.datname = current_database()
 """
 
 
+@dataclass(frozen=True)
+class MemberState:
+    id: uuid.UUID  # this database's own
+    members: list[uuid.UUID]  # in ordinal order; empty while in no deployment
+    numbers_from: int | None  # the first partition number that tells its member (020_members.sql)
+    last_number: int  # the last partition number this database gave out
+
+
 class Membership(Family):
     async def state(self) -> MemberState:
+        """Who this database is and which deployment it belongs to."""
         row = await self._db.fetchrow(STATE_SQL)
         return MemberState(row["id"], list(row["members"] or []), row["numbers_from"], row["last_number"])
 
