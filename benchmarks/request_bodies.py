@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import timeit
 import uuid
 
 import orjson
@@ -29,13 +30,7 @@ def ack_body(acks: int) -> bytes:
 
 
 def best_us(work, rounds: int, calls: int) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for _ in range(calls):
-            work()
-        best = min(best, (time.perf_counter() - started) / calls)
-    return best * 1e6
+    return min(timeit.repeat(work, number=calls, repeat=rounds)) / calls * 1e6
 
 
 def main() -> None:

@@ -77,21 +77,21 @@ async def status(store: Store) -> dict:
     recent = await _recent(store, None)
     refreshed = await store.statistics.refreshed_at()
     totals = dict.fromkeys(COUNTERS, 0)
+    partitions = sum(r["partitions"] for r in queues)
     for row in queues:
         for key, column in _COLUMNS.items():
             totals[key] += row[column]
     return {
         "status": "healthy", "database": "connected",
         "uptimeSeconds": round(time.time() - STARTED, 1), "pid": os.getpid(),
-        "queues": len(queues), "partitions": sum(r["partitions"] for r in queues),
+        "queues": len(queues), "partitions": partitions,
         "totals": totals,
         "depth": sum(r["depth"] for r in queues), "lag": max((r["lag"] for r in queues), default=0),
         "dlqDepth": sum(r["dlq_depth"] for r in queues),
         "throughput": {"windowSeconds": THROUGHPUT_WINDOW_SECONDS, **_rates(recent, THROUGHPUT_WINDOW_SECONDS)},
         "statsRefreshedAt": stamp(refreshed),
         # the deployment's member databases (docs/shards.md): today the broker's one database
-        "databases": [{**await store.membership.report(), "healthy": True,
-                       "partitions": sum(r["partitions"] for r in queues)}],
+        "databases": [{**await store.membership.report(), "healthy": True, "partitions": partitions}],
     }
 
 

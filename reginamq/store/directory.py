@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from reginamq.store.database import Family
+from reginamq.store.database import Family, Row
 
 CLAIM_SQL = "SELECT queue, partition, id FROM rq_directory_claim($1, $2, $3)"
 LOOKUP_SQL = """
@@ -23,16 +23,21 @@ class Directory(Family):
     async def claim(self, proposed: Names) -> Names:
         """Lists each name of ``proposed`` with its id unless listed already; answers the id
         listed for every name, which is the proposed one unless another claim came first."""
-        names = list(proposed)
-        rows = await self._db.fetch(CLAIM_SQL, [queue for queue, _ in names], [partition for _, partition in names],
-                                    list(proposed.values()))
-        return {(row["queue"], row["partition"]): row["id"] for row in rows}
+        rows = await self._db.fetch(CLAIM_SQL, *_columns(list(proposed)), list(proposed.values()))
+        return _listed(rows)
 
     async def lookup(self, names: list[tuple[str, str]]) -> Names:
         """The listed id of each of ``names`` that is listed."""
-        rows = await self._db.fetch(LOOKUP_SQL, [queue for queue, _ in names], [partition for _, partition in names])
-        return {(row["queue"], row["partition"]): row["id"] for row in rows}
+        return _listed(await self._db.fetch(LOOKUP_SQL, *_columns(names)))
 
     async def forget(self, queue: str) -> None:
         """Unlists every partition of ``queue`` (deleted on every member)."""
         await self._db.execute(FORGET_SQL, queue)
+
+
+def _columns(names: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    return [queue for queue, _ in names], [partition for _, partition in names]
+
+
+def _listed(rows: list[Row]) -> Names:
+    return {(row["queue"], row["partition"]): row["id"] for row in rows}

@@ -112,14 +112,12 @@ class TwoPhase:
             # prepared): a coordinator never waits for a second connection of a pool it holds
             # one of. If this fails, the outcome is unknown here; the prepared transactions
             # wait for the recovery, which reads the outcome this insert may have recorded.
-            catalog = connections.get(0)
-            outcome = await (catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind) if catalog is not None
-                             else self._catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind))
+            catalog = connections.get(0, self._catalog)
+            outcome = await catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind)
             finished = await asyncio.gather(*(_finish(conn, name, outcome) for conn, name in prepared),
                                             return_exceptions=True)
             if outcome == "commit" and not any(isinstance(result, BaseException) for result in finished):
-                await (catalog.execute(FORGET_SQL, gid) if catalog is not None
-                       else self._catalog.execute(FORGET_SQL, gid))
+                await catalog.execute(FORGET_SQL, gid)
         if outcome == "abort":
             raise Unavailable("the transaction was held past its bound and rolled back; retry")
         return results
