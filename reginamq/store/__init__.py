@@ -37,10 +37,14 @@ The families:
 - ``notices``: the notifications between processes, sent and heard (:mod:`.notices`);
 - ``queue_settings``: the queue options each process keeps a copy of (:mod:`.queue_settings`);
 - ``membership``: this database's id and its deployment's member databases (:mod:`.membership`);
-- ``directory``: on the catalog, the id (and so the member) of each partition name (:mod:`.directory`).
+- ``directory``: on the catalog, the id (and so the member) of each partition name (:mod:`.directory`);
+- ``provisioning``: on a member, queues and partitions made ahead of a push, with the ids the
+  directory listed (:mod:`.provisioning`).
 
-Transactions over several member databases are :class:`.two_phase.TwoPhase`'s, and forming
-and checking a deployment is :func:`.members.join_up`'s (docs/shards.md).
+Transactions over several member databases are :class:`.two_phase.TwoPhase`'s, forming
+and checking a deployment is :func:`.members.join_up`'s, where a partition lives is
+:class:`.homes.Homes`'s, and :class:`.sharded_messages.ShardedMessages` is the ``messages``
+family over several members (docs/shards.md).
 
 A second backend is another implementation of these families behind the same names.
 """
@@ -64,6 +68,7 @@ from reginamq.store.message_admin import MessageAdmin
 from reginamq.store.messages import Messages
 from reginamq.store.notices import Notices
 from reginamq.store.process_metrics import ProcessMetrics
+from reginamq.store.provisioning import Provisioning
 from reginamq.store.queue_settings import QueueSettings
 from reginamq.store.queues import Queues
 from reginamq.store.reads import Reads
@@ -104,6 +109,7 @@ class Store:
         self.queue_settings = QueueSettings(executor)
         self.membership = Membership(executor)
         self.directory = Directory(executor)
+        self.provisioning = Provisioning(executor)
 
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when

@@ -6,9 +6,9 @@ RETURNS bigint LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     SELECT count(*) FROM (SELECT 1 FROM rq_partitions WHERE id = ANY (p_ids) ORDER BY id FOR UPDATE) l
 $$;
 
--- Creates the queues and partitions a push names, only when an existence check misses. Generic
--- plans, as rq_lock_partitions.
-CREATE OR REPLACE FUNCTION rq_provision(p_queue text[], p_partition text[], p_new_queue_options jsonb)
+-- Creates the queues of these names that do not exist, with these options; a name's
+-- namespace and task are its parts before and after a dot. Generic plans, as rq_lock_partitions.
+CREATE OR REPLACE FUNCTION rq_provision_queues(p_queue text[], p_new_queue_options jsonb)
 RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     INSERT INTO rq_queues (name, namespace, task, options)
     SELECT n.qname,
@@ -18,6 +18,13 @@ RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     FROM (SELECT DISTINCT u AS qname FROM unnest(p_queue) u) n
     WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
     ON CONFLICT (name) DO NOTHING;
+$$;
+
+-- Creates the queues and partitions a push names, only when an existence check misses. Generic
+-- plans, as rq_lock_partitions.
+CREATE OR REPLACE FUNCTION rq_provision(p_queue text[], p_partition text[], p_new_queue_options jsonb)
+RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
+    SELECT rq_provision_queues(p_queue, p_new_queue_options);
 
     WITH created AS (
         INSERT INTO rq_partitions (queue_id, name)

@@ -103,3 +103,27 @@ BEGIN
     JOIN rq_directory d ON d.queue = c.queue AND d.partition = c.partition;
 END;
 $$;
+
+-- On a member: ids for new partitions, from this member's numbers (so each tells its member),
+-- minted before the directory lists them.
+CREATE OR REPLACE FUNCTION rq_mint_partition_ids(p_count int) RETURNS uuid[]
+LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(array_agg(rq_new_partition_id()), '{}') FROM generate_series(1, p_count)
+$$;
+
+-- On a member: creates the partitions the directory lists here, each with its listed id, in
+-- queues that exist. A partition that exists already is left as it is.
+CREATE OR REPLACE FUNCTION rq_provision_listed(p_queue text[], p_partition text[], p_id uuid[])
+RETURNS void LANGUAGE sql AS $$
+    WITH created AS (
+        INSERT INTO rq_partitions (id, queue_id, name)
+        SELECT g.id, q.id, g.pname
+        FROM unnest(p_queue, p_partition, p_id) AS g(qname, pname, id)
+        JOIN rq_queues q ON q.name = g.qname
+        ORDER BY g.id
+        ON CONFLICT DO NOTHING
+        RETURNING queue_id
+    )
+    INSERT INTO rq_stats_notes (queue_id, partitions)  -- for the statistics (012_stats.sql)
+    SELECT c.queue_id, count(*) FROM created c GROUP BY c.queue_id;
+$$;

@@ -1,0 +1,118 @@
+"""Where each partition of a deployment of several member databases lives, as one broker
+process knows it (docs/shards.md, "Placement and the directory").
+
+A partition id tells its home by itself (:func:`~reginamq.store.members.home_of`). A name's id
+is read from the directory on the catalog once and kept. A name the directory does not list yet
+is given a home and an id here, before anything is written under it:
+
+1. it is placed (:func:`~reginamq.store.members.place`) and its home mints an id;
+2. the id is claimed in the directory: the first claim of a name wins, so brokers that raced
+   for it, even holding different member lists, agree on one id and therefore one home;
+3. the home creates the partition with the listed id (whoever's claim won: a claimant may have
+   died between its claim and this step).
+
+A queue named for the first time is created on every member that lacks it, in one two-phase
+transaction, so that all members hold the same queues or none does.
+
+If a partition listed here is later deleted on its home (the idle cleanup), a push creates it
+again from the home's own numbers: its id differs from the listed one but tells the same home,
+which is all the listing is used for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections import defaultdict
+
+from reginamq.store import Store
+from reginamq.store.members import Deployment, home_of, place
+from reginamq.store.two_phase import TwoPhase
+
+Name = tuple[str, str]
+# Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
+# from the directory when next named).
+KEPT_NAMES = 1_000_000
+
+
+class Homes:
+    def __init__(self, deployment: Deployment):
+        self._numbers_from = deployment.numbers_from
+        self._member_ids = [member.id for member in deployment.members]
+        self.stores = [Store(member.database) for member in deployment.members]
+        self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
+        self._listed: dict[Name, uuid.UUID] = {}
+        self._queues: set[str] = set()  # known to exist on every member
+
+    def of_id(self, partition_id: str | uuid.UUID) -> int:
+        """The ordinal of the member holding partition ``partition_id``."""
+        if isinstance(partition_id, str):
+            partition_id = uuid.UUID(partition_id)
+        return home_of(partition_id, self._numbers_from)
+
+    async def of_name(self, queue: str, partition: str) -> int:
+        """The ordinal of the member that holds, or will hold, partition ``partition`` of
+        ``queue``: its listed home, or where it would be placed."""
+        listed = await self.listed([(queue, partition)])
+        if listed:
+            return self.of_id(listed[queue, partition])
+        return place(queue, partition, self._member_ids)
+
+    async def listed(self, names: list[Name]) -> dict[Name, uuid.UUID]:
+        """The listed id of each of ``names`` that the directory lists."""
+        missing = [name for name in names if name not in self._listed]
+        if missing:
+            self._keep(await self.stores[0].directory.lookup(missing))
+        return {name: self._listed[name] for name in names if name in self._listed}
+
+    async def provide(self, names: list[Name], new_queue_options: str) -> list[int]:
+        """The home of each of ``names``, in order, listing and creating the ones that are new
+        (their new queues with ``new_queue_options``, JSON) first."""
+        listed = await self.listed(names)
+        new = [name for name in dict.fromkeys(names) if name not in listed]
+        if new:
+            await self._create_queues(sorted({queue for queue, _ in new}), new_queue_options)
+            listed.update(await self._list(new))
+        return [self.of_id(listed[name]) for name in names]
+
+    def forget_queue(self, queue: str) -> None:
+        """``queue`` was deleted: what is kept of it is stale."""
+        self._queues.discard(queue)
+        for name in [name for name in self._listed if name[0] == queue]:
+            del self._listed[name]
+
+    async def _create_queues(self, queues: list[str], options: str) -> None:
+        unknown = [queue for queue in queues if queue not in self._queues]
+        if not unknown:
+            return
+        existing = await asyncio.gather(*(store.provisioning.existing_queues(unknown) for store in self.stores))
+        if any(len(found) < len(unknown) for found in existing):
+            async def create(store: Store) -> None:
+                await store.provisioning.create_queues(unknown, options)
+
+            await self._coordinator.run(dict.fromkeys(range(len(self.stores)), create))
+        self._queues.update(unknown)
+
+    async def _list(self, new: list[Name]) -> dict[Name, uuid.UUID]:
+        placed: dict[int, list[Name]] = defaultdict(list)
+        for name in new:
+            placed[place(*name, self._member_ids)].append(name)
+        minted = await asyncio.gather(*(self.stores[home].provisioning.mint(len(names))
+                                        for home, names in placed.items()))
+        proposed = {name: partition_id for names, ids in zip(placed.values(), minted, strict=True)
+                    for name, partition_id in zip(names, ids, strict=True)}
+        listed = await self.stores[0].directory.claim(proposed)
+        homes: dict[int, dict[Name, uuid.UUID]] = defaultdict(dict)
+        for name, partition_id in listed.items():
+            homes[self.of_id(partition_id)][name] = partition_id
+        await asyncio.gather(*(self.stores[home].provisioning.create_partitions(names)
+                               for home, names in homes.items()))
+        self._keep(listed)
+        return listed
+
+    def _keep(self, listed: dict[Name, uuid.UUID]) -> None:
+        self._listed.update(listed)
+        if len(self._listed) > KEPT_NAMES:
+            for name in list(itertools.islice(self._listed, KEPT_NAMES // 10)):
+                del self._listed[name]

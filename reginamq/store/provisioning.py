@@ -1,0 +1,38 @@
+"""Queues and partitions made ahead of a push, on one member of a deployment of several
+databases (020_members.sql, docs/shards.md "Placement and the directory").
+
+On a single database a push creates what it names itself (rq_push). Over several members the
+directory decides a new partition's id before the partition exists, so its home creates it with
+that id, and a new queue is created on every member: these are the calls for that.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from reginamq.store.database import Family
+
+EXISTING_QUEUES_SQL = "SELECT name FROM rq_queues WHERE name = ANY($1::text[])"
+CREATE_QUEUES_SQL = "SELECT rq_provision_queues($1, $2::jsonb)"
+MINT_SQL = "SELECT rq_mint_partition_ids($1)"
+CREATE_PARTITIONS_SQL = "SELECT rq_provision_listed($1, $2, $3)"
+
+
+class Provisioning(Family):
+    async def existing_queues(self, queues: list[str]) -> set[str]:
+        """Which of ``queues`` exist."""
+        return {row[0] for row in await self._db.fetch(EXISTING_QUEUES_SQL, queues)}
+
+    async def create_queues(self, queues: list[str], options: str) -> None:
+        """Creates the queues of ``queues`` that do not exist, with ``options`` (JSON text)."""
+        await self._db.execute(CREATE_QUEUES_SQL, queues, options)
+
+    async def mint(self, count: int) -> list[uuid.UUID]:
+        """``count`` fresh partition ids of this database's own numbers."""
+        return await self._db.fetchval(MINT_SQL, count)
+
+    async def create_partitions(self, names: dict[tuple[str, str], uuid.UUID]) -> None:
+        """Creates each partition of ``names`` ((queue, partition) → id) that does not exist, with
+        its id; its queue must exist."""
+        await self._db.execute(CREATE_PARTITIONS_SQL, [queue for queue, _ in names],
+                               [partition for _, partition in names], list(names.values()))

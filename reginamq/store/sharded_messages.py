@@ -1,0 +1,174 @@
+"""The ``messages`` family over the members of a deployment of several databases: the same
+calls and answers as :class:`~reginamq.store.messages.Messages`, each routed to the members
+that hold the partitions it names (docs/shards.md, "Routes over members").
+
+- **Push**: items grouped by home (:class:`~reginamq.store.homes.Homes` lists and creates new
+  names first), one push per member, concurrently. Each member's part is all or nothing, as a
+  push on one database is; the request is not atomic over members. When a member fails (down,
+  or a queue full there), what the others wrote stays written and the call raises that
+  member's failure: the push is answered as refused or spooled whole, and sending it again is
+  safe because the written items are deduplicated by their transactionId.
+- **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
+  the one with the most hinted partitions first, until one delivers. A lease is therefore
+  always on one member. Each member's backlog sweep keeps its own position here (queue ids
+  are the member's own), so the position the engine passes back is not used.
+- **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
+- **Lease renewal and the lease look-ups**: a lease id does not tell its member, so these ask
+  every member and add the answers up (a lease is on one member only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from reginamq.store.homes import Homes
+from reginamq.store.messages import Messages
+
+Row = Sequence[Any]
+# Columns of a pop's rows (Messages.pop)
+_PARTITION_ID, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 6, 8, 9, 11
+
+
+class ShardedMessages:
+    def __init__(self, homes: Homes):
+        self._homes = homes
+        self._members: list[Messages] = [store.messages for store in homes.stores]
+        # (queue, namespace, task, group, member) → (sweep_queue, sweep_name) where its sweep stopped
+        self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
+
+    def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
+        for member in self._members:
+            member.announce_through(hook)
+
+    async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
+                   message_ids: list[str], fragments: list[bytes], new_queue_options: str,
+                   enforce_max_size: bool) -> list[Row]:
+        homes = await self._homes.provide(list(zip(queues, partitions, strict=True)), new_queue_options)
+        items: dict[int, list[int]] = defaultdict(list)
+        for item, pair in enumerate(pairs):
+            items[homes[pair - 1]].append(item)
+
+        async def push_to(home: int, mine: list[int]) -> list[Row]:
+            local: dict[int, int] = {}  # the push's pair → the member's pair, both 1-based
+            local_pairs = [local.setdefault(pairs[item], len(local) + 1) for item in mine]
+            rows = await self._members[home].push(
+                [queues[pair - 1] for pair in local], [partitions[pair - 1] for pair in local], local_pairs,
+                [txids[item] for item in mine], [message_ids[item] for item in mine],
+                [fragments[item] for item in mine], new_queue_options, enforce_max_size)
+            return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
+
+        return await _gathered({home: push_to(home, mine) for home, mine in items.items()})
+
+    async def pop(self, queue: str | None, partition: str | None, namespace: str | None, task: str | None,
+                  group: str, batch: int, partitions: int, auto_ack: bool, lease_seconds: int, lease_id: str,
+                  subscription_mode: str, subscription_from: datetime | None, sweep_queue: int | None,
+                  sweep_name: str | None, may_sweep: bool, hints: list[str], since: datetime | None, scan: bool,
+                  conflation: bool | None, report: bool) -> list[Row]:
+        """As :meth:`Messages.pop`, from the first member that delivers (see the header)."""
+        def pop_on(home: int, member_hints: list[str], sweep_from: tuple) -> Awaitable[list[Row]]:
+            return self._members[home].pop(queue, partition, namespace, task, group, batch, partitions, auto_ack,
+                                           lease_seconds, lease_id, subscription_mode, subscription_from,
+                                           *sweep_from, may_sweep, member_hints, since, scan, conflation, report)
+
+        if queue is not None and partition is not None:
+            return await pop_on(await self._homes.of_name(queue, partition), hints, (sweep_queue, sweep_name))
+        hinted: dict[int, list[str]] = defaultdict(list)
+        for hint in hints:
+            hinted[self._homes.of_id(hint)].append(hint)
+        order = sorted(range(len(self._members)), key=lambda home: -len(hinted[home]))
+        reader = (queue, namespace, task, group)
+        hints_left: list[str] = []
+        swept: bool | None = None
+        conflating: bool | None = None
+        for position, home in enumerate(order):
+            rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)))
+            if not rows:
+                continue
+            last = rows[-1]
+            if last[_SWEPT] is not None:
+                self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
+                swept = bool(swept) or last[_SWEPT]
+            unasked = _unasked(hinted, order[position + 1:])
+            if last[_PARTITION_ID] is not None:  # delivered, nothing more to say but the hints not asked
+                return [*rows, _trailer(unasked, last[_SWEPT], False)] if unasked else rows
+            hints_left += last[_HINTS_LEFT] or []
+            conflating = last[_CONFLATING] if conflating is None else conflating
+            if len(rows) > 1:  # delivered, and said something
+                return [*rows[:-1], _trailer(hints_left + unasked, last[_SWEPT], conflating)]
+        if not hints_left and swept is None and conflating is None:
+            return []
+        return [_trailer(hints_left, swept, conflating)]
+
+    async def pop_ready(self, queue: str, partition: str | None, group: str, partitions: int, batch: int) -> int:
+        if partition is not None:
+            home = await self._homes.of_name(queue, partition)
+            return await self._members[home].pop_ready(queue, partition, group, partitions, batch)
+        counts = await asyncio.gather(*(member.pop_ready(queue, partition, group, partitions, batch)
+                                        for member in self._members))
+        return min(batch, max(counts))
+
+    async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
+                  statuses: list[str], errors: list[str | None]) -> list[Row]:
+        items: dict[int, list[int]] = defaultdict(list)
+        for item, partition in enumerate(partitions):
+            items[self._homes.of_id(partition)].append(item)
+
+        async def ack_on(home: int, mine: list[int]) -> list[Row]:
+            rows = await self._members[home].ack(
+                [groups[item] for item in mine], [partitions[item] for item in mine],
+                [txids[item] for item in mine], [leases[item] for item in mine],
+                [statuses[item] for item in mine], [errors[item] for item in mine])
+            return [(mine[row[0]], *row[1:]) if row[0] is not None else tuple(row) for row in rows]
+
+        return await _gathered({home: ack_on(home, mine) for home, mine in items.items()})
+
+    async def extend_lease(self, lease_id: str, seconds: int) -> Row:
+        answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._members))
+        renewed = [answer for answer in answers if answer[0]]
+        return renewed[0] if renewed else answers[0]
+
+    async def live_leases(self, lease_ids: list[str]) -> int:
+        return sum(await asyncio.gather(*(member.live_leases(lease_ids) for member in self._members)))
+
+    async def partition_ids(self, queues: list[str], partitions: list[str]) -> list[Row]:
+        names = list(zip(queues, partitions, strict=True))
+        listed = await self._homes.listed(names)
+        positions: dict[int, list[int]] = defaultdict(list)
+        for position, name in enumerate(names, start=1):
+            if name in listed:
+                positions[self._homes.of_id(listed[name])].append(position)
+
+        async def ids_on(home: int, mine: list[int]) -> list[Row]:
+            rows = await self._members[home].partition_ids([queues[p - 1] for p in mine],
+                                                           [partitions[p - 1] for p in mine])
+            return [(mine[row[0] - 1], row[1]) for row in rows]
+
+        return sorted(await _gathered({home: ids_on(home, mine) for home, mine in positions.items()}))
+
+    async def expired_leases(self, limit: int) -> list[Row]:
+        found = await asyncio.gather(*(member.expired_leases(limit) for member in self._members))
+        return [row for rows in found for row in rows][:limit]
+
+
+def _unasked(hinted: dict[int, list[str]], homes: list[int]) -> list[str]:
+    return [hint for home in homes for hint in hinted[home]]
+
+
+def _trailer(hints_left: list[str], swept: bool | None, conflating: bool | None) -> Row:
+    """A pop's last row without a message (see Messages.pop): hints left unchecked, whether a
+    sweep found work, the group's policy."""
+    return (None, None, None, None, None, [], None, None, swept, hints_left, None, conflating)
+
+
+async def _gathered(calls: dict[int, Awaitable[list[Row]]]) -> list[Row]:
+    """The rows of every member's call, run concurrently; when one fails, the others finish
+    and the first failure is raised."""
+    answers = await asyncio.gather(*calls.values(), return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    return [row for rows in answers for row in rows]

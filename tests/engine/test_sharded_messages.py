@@ -1,0 +1,184 @@
+"""Push, pop, ack and leases over three member databases (store/sharded_messages.py,
+store/homes.py): each partition lives on exactly one member, the one its id and its name tell;
+every queue is on every member; pops of one partition and wildcard pops deliver every message
+once and in order per partition; acks and lease renewals reach the member of their partition
+or lease; a member that is down fails only the pushes that reach it."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import msgspec
+import orjson
+import pytest
+
+from reginamq.common.errors import Unavailable
+from reginamq.engine.names import QUEUE_MODE
+from reginamq.engine.push import NEW_QUEUE_OPTIONS, PushItem, pairs, prepare
+from reginamq.store import Store
+from reginamq.store.database import Database
+from reginamq.store.homes import Homes
+from reginamq.store.members import Deployment, join_up, place
+from reginamq.store.sharded_messages import ShardedMessages
+from tests.engine.helpers import member_databases, opened
+
+
+@contextlib.asynccontextmanager
+async def sharded(database_url: str) -> AsyncIterator[tuple[Deployment, ShardedMessages]]:
+    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
+        deployment = await join_up(databases)
+        yield deployment, ShardedMessages(Homes(deployment))
+
+
+async def push(messages: ShardedMessages, items: list[tuple[str, str, str]]) -> dict[int, str]:
+    """Pushes (queue, partition, transactionId) items; answers {item: original id} of duplicates."""
+    rows = await messages.push(*columns(items))
+    return {row[0]: row[1] for row in rows if row[0] is not None}
+
+
+def columns(items: list[tuple[str, str, str]]) -> tuple:
+    """A push's arguments for (queue, partition, transactionId) items, as the engine makes them."""
+    prepared = prepare([PushItem(queue=queue, partition=partition, transactionId=txid,
+                                 payload=msgspec.Raw(orjson.dumps({"txid": txid})))
+                        for queue, partition, txid in items])
+    queues, partitions, groups = pairs(prepared)
+    return (queues, partitions, groups, prepared.txids, prepared.message_ids, prepared.fragments,
+            NEW_QUEUE_OPTIONS, True)
+
+
+async def pop(messages: ShardedMessages, queue: str, partition: str | None = None, batch: int = 10,
+              group: str = QUEUE_MODE, hints: list[str] | None = None):
+    """One pop; answers (lease id, [(partition id, partition name, transactionId)], trailer)."""
+    lease_id = str(uuid.uuid4())
+    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, "all", None,
+                              None, None, True, hints or [], None, True, None, False)
+    trailer = rows.pop() if rows and rows[-1][1] is None else None
+    delivered = [(row[1], row[2], orjson.loads(b"{" + fragment + b"}")["transactionId"])
+                 for row in rows for fragment in row[5]]
+    return lease_id, delivered, trailer
+
+
+async def ack(messages: ShardedMessages, lease_id: str, delivered, group: str = QUEUE_MODE):
+    count = len(delivered)
+    return await messages.ack([group] * count, [partition_id for partition_id, _, _ in delivered],
+                              [txid for _, _, txid in delivered], [lease_id] * count, ["completed"] * count,
+                              [None] * count)
+
+
+async def partitions_on(database: Database, queue: str) -> dict[str, str]:
+    rows = await database.fetch("SELECT p.name, p.id::text FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                                "WHERE q.name = $1", queue)
+    return {row[0]: row[1] for row in rows}
+
+
+async def test_each_partition_lives_on_the_one_member_its_id_and_name_tell(database_url):
+    async with sharded(database_url) as (deployment, messages):
+        items = [("orders", f"customer-{n % 60}", f"t{n}") for n in range(300)]
+        assert await push(messages, items) == {}
+        ids = [member.id for member in deployment.members]
+        held = [await partitions_on(member.database, "orders") for member in deployment.members]
+        names = [name for partitions in held for name in partitions]
+        assert sorted(names) == sorted(f"customer-{n}" for n in range(60))  # each on exactly one member
+        assert all(held), "every member holds some of the 60 partitions"
+        homes = Homes(deployment)
+        for ordinal, partitions in enumerate(held):
+            for name, partition_id in partitions.items():
+                assert place("orders", name, ids) == ordinal
+                assert homes.of_id(partition_id) == ordinal
+        for member in deployment.members:  # the queue is on every member, partitions or not
+            assert await Store(member.database).provisioning.existing_queues(["orders"]) == {"orders"}
+        listed = await Store(deployment.members[0].database).directory.lookup([("orders", f"customer-{n}")
+                                                                               for n in range(60)])
+        assert {name: str(partition_id) for (_, name), partition_id in listed.items()} == {
+            name: partition_id for partitions in held for name, partition_id in partitions.items()}
+
+
+async def test_duplicates_answer_the_items_of_the_request_across_members(database_url):
+    async with sharded(database_url) as (_deployment, messages):
+        first = [("q", f"p{n}", f"t{n}") for n in range(12)]
+        await push(messages, first)
+        _, delivered, _ = await pop(messages, "q", "p7")
+        assert [txid for _, _, txid in delivered] == ["t7"]
+        again = [("q", "p7", "t7"), ("q", "p1", "new-1"), ("q", "p3", "t3"), ("q", "p11", "t11")]
+        duplicates = await push(messages, again)
+        assert sorted(duplicates) == [0, 2, 3]
+
+
+async def test_pops_deliver_every_message_once_in_order_and_acks_reach_each_member(database_url):
+    async with sharded(database_url) as (deployment, messages):
+        items = [("jobs", f"p{n % 24}", f"t{n:03}") for n in range(240)]
+        await push(messages, items)
+        lease_id, delivered, _ = await pop(messages, "jobs", "p5", batch=100)
+        assert [txid for _, _, txid in delivered] == [txid for _, name, txid in items if name == "p5"]
+        answered = await ack(messages, lease_id, delivered)
+        assert sum(row[7] for row in answered if row[7] is not None) == len(delivered)
+        seen = defaultdict(list, {"p5": [txid for _, _, txid in delivered]})
+        homes_delivered: set[str] = set()
+        while True:
+            lease_id, delivered, _ = await pop(messages, "jobs", batch=7)
+            if not delivered:
+                break
+            assert len({partition_id for partition_id, _, _ in delivered}) == 1
+            homes_delivered.add(delivered[0][0])
+            for _, name, txid in delivered:
+                seen[name].append(txid)
+            answered = await ack(messages, lease_id, delivered)
+            assert sum(row[7] for row in answered if row[7] is not None) == len(delivered)
+        for name in {name for _, name, _ in items}:
+            assert seen[name] == [txid for _, item_name, txid in items if item_name == name]
+        homes = Homes(deployment)
+        assert {homes.of_id(partition_id) for partition_id in homes_delivered} == {0, 1, 2}
+
+
+async def test_hints_lead_the_pop_to_the_member_that_holds_them(database_url):
+    async with sharded(database_url) as (deployment, messages):
+        await push(messages, [("h", f"p{n}", f"t{n}") for n in range(30)])
+        homes = Homes(deployment)
+        on_third = sorted((await partitions_on(deployment.members[2].database, "h")).values())[:2]
+        on_catalog = sorted((await partitions_on(deployment.members[0].database, "h")).values())[:1]
+        rows = await messages.pop("h", None, None, None, QUEUE_MODE, 1, 1, False, 30, str(uuid.uuid4()), "all",
+                                  None, None, None, False, on_catalog + on_third, None, False, None, False)
+        assert homes.of_id(rows[0][1]) == 2
+        trailer = rows[-1]
+        assert trailer[1] is None  # the hints not taken come back: the third member's other, the catalog's
+        assert sorted(trailer[9]) == sorted([on_third[1] if rows[0][1] == on_third[0] else on_third[0], *on_catalog])
+
+
+async def test_lease_renewal_and_live_leases_find_the_member_of_the_lease(database_url):
+    async with sharded(database_url) as (_deployment, messages):
+        await push(messages, [("l", f"p{n}", f"t{n}") for n in range(9)])
+        leases = []
+        for n in range(9):
+            lease_id, delivered, _ = await pop(messages, "l", f"p{n}")
+            assert delivered
+            leases.append(lease_id)
+        assert await messages.live_leases(leases) == 9
+        renewed, expires_at = await messages.extend_lease(leases[4], 300)
+        assert renewed == 1 and expires_at is not None
+        renewed, _ = await messages.extend_lease(str(uuid.uuid4()), 300)
+        assert renewed == 0
+
+
+async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
+    async with sharded(database_url) as (deployment, messages):
+        ids = [member.id for member in deployment.members]
+        names = [f"p{n}" for n in range(40)]
+        on = {ordinal: [name for name in names if place("d", name, ids) == ordinal] for ordinal in range(3)}
+        await push(messages, [("d", name, f"first-{name}") for name in names])
+        away = Database("postgresql://127.0.0.1:1/nowhere", 1)
+        down = Deployment([replace(member, database=away) if member.ordinal == 2 else member
+                           for member in deployment.members], deployment.numbers_from)
+        crippled = ShardedMessages(Homes(down))
+        await crippled.push(*columns([("d", name, f"second-{name}") for name in on[0] + on[1]]))
+        with pytest.raises(Unavailable):
+            await crippled.push(*columns([("d", name, f"third-{name}") for name in names]))
+        _, delivered, _ = await pop(crippled, "d", on[1][0], batch=10)
+        assert [txid for _, _, txid in delivered] == [f"{step}-{on[1][0]}" for step in ("first", "second", "third")]
+        _, delivered, _ = await pop(messages, "d", on[2][0], batch=10)
+        assert [txid for _, _, txid in delivered] == [f"first-{on[2][0]}"]
+        again = await push(messages, [("d", name, f"third-{name}") for name in names])
+        assert sorted(again) == [index for index, name in enumerate(names) if name not in on[2]]
