@@ -146,13 +146,15 @@ class Session:
         await self._conn.executemany(sql, args)
 
 
-async def retried(attempt: Callable[[], Awaitable[T]]) -> T:
-    """``attempt()``, tried again after a deadlock or serialization failure (the database rolled
-    it back whole, so running it again is safe); after :data:`RETRIES` attempts, a 503."""
+async def retried(attempt: Callable[[], Awaitable[T]],
+                  retryable: tuple[type[BaseException], ...] = RETRYABLE) -> T:
+    """``attempt()``, tried again after a deadlock or serialization failure (``retryable``: the
+    database rolled it back whole, so running it again is safe); after :data:`RETRIES` attempts,
+    a 503."""
     for number in range(RETRIES):
         try:
             return await attempt()
-        except RETRYABLE:
+        except retryable:
             if number == RETRIES - 1:
                 raise Unavailable("the database kept aborting this request; retry") from None
             await asyncio.sleep(0.01 * (number + 1))

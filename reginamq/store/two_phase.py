@@ -2,23 +2,28 @@
 
 PostgreSQL's two-phase commit does the work. The outcome is one row in the catalog's
 ``rq_decisions`` (020_members.sql), and that row is the whole protocol (docs/shards.md,
-"Transactions across members", says why it is safe). :meth:`TwoPhase.run` proceeds in four
-steps:
+"Transactions across members", says why it is safe). :meth:`TwoPhase.atomically` proceeds in
+four steps:
 
-1. Run each member's work in a transaction of its own.
-2. ``PREPARE TRANSACTION`` on every member.
+1. Run the unit; each member it uses joins in a transaction of its own (:class:`Joined`).
+2. ``PREPARE TRANSACTION`` on every member that joined.
 3. Record ``commit`` on the catalog. That commit is the decision.
 4. ``COMMIT PREPARED`` everywhere.
+
+A unit that used one member only commits it as an ordinary transaction: nothing is prepared.
 
 :meth:`TwoPhase.recover` finishes what a coordinator left behind. For every prepared
 transaction older than ``in_doubt_after`` it records ``abort`` unless an outcome is recorded,
 then carries out the recorded outcome. A coordinator that stalled past that bound therefore
 finds ``abort`` when it comes to decide, and rolls back.
 
-The members' work runs one member at a time, in ordinal order. Each member's calls lock
-partitions in their global order, so every lock a transaction takes follows one order over
-the whole deployment: member, then partition. A wait between two databases, which neither
-database can see as a deadlock, cannot form a cycle.
+:meth:`TwoPhase.run` gives each member its work up front and runs it one member at a time, in
+ordinal order. Each member's calls lock partitions in their global order, so every lock such
+a transaction takes follows one order over the whole deployment: member, then partition, and
+a wait between two databases, which neither database can see as a deadlock, cannot form a
+cycle. A unit of :meth:`TwoPhase.atomically` takes members in the order its calls need them,
+so its waits could form such a cycle: a lock wait in a member's transaction is bounded, and a
+unit that waited past the bound is rolled back everywhere and tried again.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import asyncpg
 
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
-from reginamq.store.database import Connection, Database, Session, retried
+from reginamq.store.database import RETRYABLE, Connection, Database, Session, retried
 
 T = TypeVar("T")
 # What a prepared transaction's name starts with: the kind of coordinator that made it, so that
@@ -43,6 +48,9 @@ IN_DOUBT_AFTER = 30.0
 # Outcomes kept after their transaction is finished everywhere, for a member that was away.
 DECISIONS_KEPT_SECONDS = 86_400
 
+# A member's part of a unit: a lock wait longer than this is taken for a wait across databases
+# and the unit is tried again (TwoPhase.atomically).
+BEGIN_SQL = "BEGIN; SET LOCAL lock_timeout = '5s'"
 DECIDE_SQL = "SELECT rq_decide($1, $2, $3)"
 PREPARED_SQL = """
 SELECT gid, prepared < now() - make_interval(secs => $1) AS in_doubt
@@ -65,6 +73,28 @@ def _gid_of(name: str) -> uuid.UUID:
     return uuid.UUID(name.split(":")[1])
 
 
+class Joined:
+    """The member transactions of one unit of :meth:`TwoPhase.atomically`: a member's begins
+    at its first use (:meth:`store`), on a connection held until the unit is finished."""
+
+    def __init__(self, members: Mapping[int, Database], held: contextlib.AsyncExitStack):
+        self._members = members
+        self._held = held
+        self._joining = asyncio.Lock()
+        self._stores: dict[int, Store] = {}
+        self.connections: dict[int, Connection] = {}
+
+    async def store(self, ordinal: int) -> Store:
+        """The store whose every call runs in this unit's transaction on member ``ordinal``."""
+        async with self._joining:
+            if ordinal not in self._stores:
+                conn = await self._held.enter_async_context(self._members[ordinal].holding())
+                self.connections[ordinal] = conn
+                await conn.execute(BEGIN_SQL)
+                self._stores[ordinal] = Store(Session(conn))
+        return self._stores[ordinal]
+
+
 class TwoPhase:
     """The coordinator over ``members`` (ordinal → database), member 0 recording the outcomes;
     ``kind`` names its transactions (every coordinator of one kind must agree on member 0)."""
@@ -78,30 +108,37 @@ class TwoPhase:
 
     async def run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
         """Each ``work[ordinal]`` given a store whose every call runs in one transaction on that
-        member. Every member commits when every ``work`` returned, or none does, and whatever a
-        ``work`` raised is raised here; a deadlock or serialization failure is retried whole, as
-        ``Database.atomically`` retries. :class:`Unavailable` means nothing was committed, or
-        the outcome is not known yet: the recovery settles it one way for every member."""
-        if len(work) == 1:
-            [(ordinal, only)] = work.items()
-            return {ordinal: await Store(self._members[ordinal]).atomically(only)}
-        return await retried(lambda: self._run(work))
+        member, one member after another in ordinal order (see the module header): the
+        :meth:`atomically` of a unit that takes part on those members only."""
+        async def unit(joined: Joined) -> dict[int, T]:
+            return {ordinal: await work[ordinal](await joined.store(ordinal)) for ordinal in sorted(work)}
 
-    async def _run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
-        """One attempt: a deadlock or serialization failure of a member's work, before any
-        prepare, undoes every member and is raised for :meth:`run` to try again."""
+        return await self.atomically(unit)
+
+    async def atomically(self, unit: Callable[[Joined], Awaitable[T]]) -> T:
+        """``unit`` given the members' transactions (each begun when the unit first uses it).
+        Every member it used commits when it returns, or none does, and whatever it raised is
+        raised here; a unit that used one member commits it as an ordinary transaction. A
+        deadlock or serialization failure is retried whole, as ``Database.atomically`` retries,
+        and so is a lock a member's transaction waited for past its bound: a unit that takes
+        its members in any order may wait across two databases, where no database sees a
+        deadlock. :class:`Unavailable` means nothing was committed, or the outcome is not known
+        yet: the recovery settles it one way for every member."""
+        return await retried(lambda: self._attempt(unit), (*RETRYABLE, asyncpg.LockNotAvailableError))
+
+    async def _attempt(self, unit: Callable[[Joined], Awaitable[T]]) -> T:
         gid = uuid.uuid4()
-        results: dict[int, T] = {}
         async with contextlib.AsyncExitStack() as held:
-            connections: dict[int, Connection] = {}
+            joined = Joined(self._members, held)
+            connections = joined.connections
             prepared: list[tuple[Connection, str]] = []
             try:
-                for ordinal in sorted(work):
-                    conn = await held.enter_async_context(self._members[ordinal].holding())
-                    await conn.execute("BEGIN")
-                    connections[ordinal] = conn
-                    results[ordinal] = await work[ordinal](Store(Session(conn)))
-                for ordinal, conn in connections.items():
+                result = await unit(joined)
+                if len(connections) <= 1:
+                    for conn in connections.values():
+                        await conn.execute("COMMIT")
+                    return result
+                for ordinal, conn in sorted(connections.items()):
                     name = transaction_name(gid, ordinal, self._kind)
                     await conn.execute(f"PREPARE TRANSACTION '{name}'")
                     prepared.append((conn, name))
@@ -120,7 +157,7 @@ class TwoPhase:
                 await catalog.execute(FORGET_SQL, gid)
         if outcome == "abort":
             raise Unavailable("the transaction was held past its bound and rolled back; retry")
-        return results
+        return result
 
     async def recover(self) -> int:
         """Finishes every transaction prepared on a reachable member longer ago than the bound,

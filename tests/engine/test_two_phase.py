@@ -251,3 +251,50 @@ async def test_a_deadlock_in_a_members_work_is_retried_whole(database_url):
         assert await notes(databases[2]) == ["j2-2"], "the first attempt left nothing"
         for database in databases.values():
             assert await prepared_names(database) == []
+
+
+async def test_a_unit_joins_members_as_it_uses_them_and_commits_one_member_without_preparing(database_url):
+    async with members(database_url) as databases:
+        coordinator = TwoPhase(databases)
+
+        async def on_one(joined) -> list[str]:
+            store = await joined.store(1)
+            assert await store.leadership.take("k1", HOLDER, 60)
+            return await prepared_names(databases[1])  # seen from outside, meanwhile
+
+        assert await coordinator.atomically(on_one) == []
+        assert await notes(databases[1]) == ["k1"]
+        assert await decisions(databases[0]) == {}, "one member: no outcome to record"
+
+        async def on_two_then_refused(joined) -> None:
+            assert await (await joined.store(2)).leadership.take("k2", HOLDER, 60)
+            assert await (await joined.store(0)).leadership.take("k0", HOLDER, 60)
+            raise RuntimeError("refused")
+
+        with pytest.raises(RuntimeError):
+            await coordinator.atomically(on_two_then_refused)
+        assert await notes(databases[0]) == [] and await notes(databases[2]) == []
+
+
+async def test_units_that_wait_on_each_other_across_members_are_rolled_back_and_retried(database_url):
+    async with members(database_url) as databases:
+        coordinator = TwoPhase(databases)
+        first_taken = {0: asyncio.Event(), 1: asyncio.Event()}
+        attempts: list[int] = []
+
+        def unit(mine: int, theirs: int):
+            async def work(joined) -> None:
+                attempts.append(mine)
+                assert await (await joined.store(mine)).leadership.take(f"m{mine}", HOLDER, 60)
+                first_taken[mine].set()
+                await first_taken[theirs].wait()
+                # each now waits for the other's lock on the other database: only the bound ends it
+                assert await (await joined.store(theirs)).leadership.take(f"m{theirs}", HOLDER, 60)
+            return work
+
+        await asyncio.wait_for(asyncio.gather(coordinator.atomically(unit(0, 1)), coordinator.atomically(unit(1, 0))),
+                               timeout=60)
+        assert len(attempts) >= 3, "a unit was rolled back and tried again"
+        assert await notes(databases[0]) == ["m0"] and await notes(databases[1]) == ["m1"]
+        for database in databases.values():
+            assert await prepared_names(database) == []
