@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -125,10 +126,13 @@ class Session:
     (:meth:`Database.atomically`). Its methods are asyncpg's, minus the retries: a failure
     fails the whole unit, which the database then retries or maps as a whole."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "deferred")
 
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: Connection, defers_notices: bool = False):
         self._conn = conn
+        # The notices of a transaction that will be prepared (store/two_phase.py), which may
+        # not notify: (channel, notices) to send once it is committed.
+        self.deferred: list[tuple[str, list[str]]] | None = [] if defers_notices else None
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return await self._conn.fetch(sql, *args)
@@ -150,14 +154,15 @@ async def retried(attempt: Callable[[], Awaitable[T]],
                   retryable: tuple[type[BaseException], ...] = RETRYABLE) -> T:
     """``attempt()``, tried again after a deadlock or serialization failure (``retryable``: the
     database rolled it back whole, so running it again is safe); after :data:`RETRIES` attempts,
-    a 503."""
+    a 503. The pause before each new attempt is random, so that two attempts that failed each
+    other do not meet again in step."""
     for number in range(RETRIES):
         try:
             return await attempt()
         except retryable:
             if number == RETRIES - 1:
                 raise Unavailable("the database kept aborting this request; retry") from None
-            await asyncio.sleep(0.01 * (number + 1))
+            await asyncio.sleep(random.uniform(0.005, 0.05) * (number + 1))
     raise AssertionError("unreachable")
 
 

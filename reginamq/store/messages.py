@@ -23,7 +23,7 @@ from reginamq.common.errors import QueueFull
 from reginamq.store.columns import join_names, join_uuids, split_names, split_optional_names, split_uuids
 from reginamq.store.database import Connection, Database, Family, Row, Session
 from reginamq.store.dedup_keys import join_buckets
-from reginamq.store.notices import CHANNEL, NOTIFY_SQL, send_after_commit
+from reginamq.store.notices import CHANNEL, notify_with_commit, send_after_commit
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
             f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9)")
@@ -100,7 +100,7 @@ class Messages(Family):
 
             return await self._db.run(push_and_announce)
         rows = await _push(self._db, arguments, retry=False)
-        await _announce_in_transaction(self._db, [row[2] for row in rows if row[2] is not None])
+        await notify_with_commit(self._db, CHANNEL, [row[2] for row in rows if row[2] is not None])
         return rows
 
     async def pop(self, queue: str | None, partition: str | None, namespace: str | None, task: str | None,
@@ -155,7 +155,7 @@ class Messages(Family):
 
             return await self._db.run(ack_and_announce)
         rows = await self._db.fetch(ACK_SQL, *arguments)
-        await _announce_in_transaction(self._db, [row[6] for row in rows if row[6] is not None])
+        await notify_with_commit(self._db, CHANNEL, [row[6] for row in rows if row[6] is not None])
         return rows
 
     async def extend_lease(self, lease_id: str, seconds: int) -> Row:
@@ -189,7 +189,3 @@ async def _push(db: Connection | Session, arguments: tuple, retry: bool) -> list
             raise Unsealed(retry) from None
         raise
 
-
-async def _announce_in_transaction(session: Session, notices: list[str]) -> None:
-    if notices:
-        await session.execute(NOTIFY_SQL, CHANNEL, notices)

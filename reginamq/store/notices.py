@@ -60,6 +60,18 @@ async def send_after_commit(conn: Connection, channel: str, notices: list[str]) 
         log.warning("a notification on %s was not sent: %s", channel, error)
 
 
+async def notify_with_commit(session: Session, channel: str, notices: list[str]) -> None:
+    """``notices`` on ``channel``, delivered when ``session``'s transaction commits and not at
+    all when it rolls back; a transaction that will be prepared keeps them for its coordinator
+    to send once it is committed (PostgreSQL refuses to prepare one that notified)."""
+    if not notices:
+        return
+    if session.deferred is not None:
+        session.deferred.append((channel, notices))
+    else:
+        await session.execute(NOTIFY_SQL, channel, notices)
+
+
 class Listener:
     """One connection LISTENing on some channels, open until :meth:`close` or until it is lost
     (then its ``on_lost`` was called)."""
@@ -85,7 +97,7 @@ class Notices(Family):
         if not notices:
             return
         if isinstance(self._db, Session):
-            await self._db.execute(NOTIFY_SQL, channel, notices)
+            await notify_with_commit(self._db, channel, notices)
             return
         try:
             await _pool(self._db).run(lambda conn: send_after_commit(conn, channel, notices))

@@ -9,7 +9,8 @@ its row.
 
 from __future__ import annotations
 
-from reginamq.store.database import Family, Row
+from reginamq.store.database import Family, Row, Session
+from reginamq.store.notices import CONFIG_CHANNEL, notify_with_commit
 
 LOCK_NAME_SQL = "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))"
 CURRENT_SQL = "SELECT options, namespace, task FROM rq_queues WHERE name = $1 FOR UPDATE"
@@ -48,7 +49,10 @@ class Queues(Family):
         """Tells every broker process that ``queue`` was configured or deleted (the ``rq_config``
         channel), so each drops what it caches of it. Inside a transaction the notice is
         delivered when it commits, and not at all when it rolls back."""
-        await self._db.execute(CHANGED_SQL, queue)
+        if isinstance(self._db, Session):
+            await notify_with_commit(self._db, CONFIG_CHANNEL, [queue])
+        else:
+            await self._db.execute(CHANGED_SQL, queue)
 
     async def options(self, queue: str) -> str | None:
         """The stored option set of ``queue`` as JSON text; ``None`` when there is no such queue."""

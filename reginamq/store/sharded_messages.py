@@ -15,6 +15,13 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
 - **Lease renewal and the lease look-ups**: a lease id does not tell its member, so these ask
   every member and add the answers up (a lease is on one member only).
+
+Calls that write go through ``members``: each member's pool, or inside a unit of
+:meth:`ShardedStore.atomically <reginamq.store.sharded.ShardedStore.atomically>` that member's
+transaction, joined when first used. Lease look-ups and renewals always use the pools, so that
+a transaction joins only the members its writes touch. A new name is listed and created on
+its home outside any transaction (see homes.py): a transaction rolled back leaves at most an
+empty partition.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 from reginamq.store.homes import Homes
 from reginamq.store.messages import Messages
+from reginamq.store.routing import Members
 
 Row = Sequence[Any]
 # Columns of a pop's rows (Messages.pop)
@@ -34,14 +42,15 @@ _PARTITION_ID, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 6, 8, 9, 11
 
 
 class ShardedMessages:
-    def __init__(self, homes: Homes):
+    def __init__(self, homes: Homes, members: Members):
         self._homes = homes
-        self._members: list[Messages] = [store.messages for store in homes.stores]
+        self._members = members
+        self._pooled: list[Messages] = [store.messages for store in homes.stores]
         # (queue, namespace, task, group, member) → (sweep_queue, sweep_name) where its sweep stopped
         self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
 
     def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
-        for member in self._members:
+        for member in self._pooled:
             member.announce_through(hook)
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
@@ -55,7 +64,7 @@ class ShardedMessages:
         async def push_to(home: int, mine: list[int]) -> list[Row]:
             local: dict[int, int] = {}  # the push's pair → the member's pair, both 1-based
             local_pairs = [local.setdefault(pairs[item], len(local) + 1) for item in mine]
-            rows = await self._members[home].push(
+            rows = await (await self._members.store(home)).messages.push(
                 [queues[pair - 1] for pair in local], [partitions[pair - 1] for pair in local], local_pairs,
                 [txids[item] for item in mine], [message_ids[item] for item in mine],
                 [fragments[item] for item in mine], new_queue_options, enforce_max_size)
@@ -70,7 +79,7 @@ class ShardedMessages:
                   conflation: bool | None, report: bool) -> list[Row]:
         """As :meth:`Messages.pop`, from the first member that delivers (see the header)."""
         def pop_on(home: int, member_hints: list[str], sweep_from: tuple) -> Awaitable[list[Row]]:
-            return self._members[home].pop(queue, partition, namespace, task, group, batch, partitions, auto_ack,
+            return self._pooled[home].pop(queue, partition, namespace, task, group, batch, partitions, auto_ack,
                                            lease_seconds, lease_id, subscription_mode, subscription_from,
                                            *sweep_from, may_sweep, member_hints, since, scan, conflation, report)
 
@@ -79,7 +88,7 @@ class ShardedMessages:
         hinted: dict[int, list[str]] = defaultdict(list)
         for hint in hints:
             hinted[self._homes.of_id(hint)].append(hint)
-        order = sorted(range(len(self._members)), key=lambda home: -len(hinted[home]))
+        order = sorted(range(len(self._pooled)), key=lambda home: -len(hinted[home]))
         reader = (queue, namespace, task, group)
         hints_left: list[str] = []
         swept: bool | None = None
@@ -106,9 +115,9 @@ class ShardedMessages:
     async def pop_ready(self, queue: str, partition: str | None, group: str, partitions: int, batch: int) -> int:
         if partition is not None:
             home = await self._homes.of_name(queue, partition)
-            return await self._members[home].pop_ready(queue, partition, group, partitions, batch)
+            return await self._pooled[home].pop_ready(queue, partition, group, partitions, batch)
         counts = await asyncio.gather(*(member.pop_ready(queue, partition, group, partitions, batch)
-                                        for member in self._members))
+                                        for member in self._pooled))
         return min(batch, max(counts))
 
     async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
@@ -118,7 +127,7 @@ class ShardedMessages:
             items[self._homes.of_id(partition)].append(item)
 
         async def ack_on(home: int, mine: list[int]) -> list[Row]:
-            rows = await self._members[home].ack(
+            rows = await (await self._members.store(home)).messages.ack(
                 [groups[item] for item in mine], [partitions[item] for item in mine],
                 [txids[item] for item in mine], [leases[item] for item in mine],
                 [statuses[item] for item in mine], [errors[item] for item in mine])
@@ -127,12 +136,12 @@ class ShardedMessages:
         return await _gathered({home: ack_on(home, mine) for home, mine in items.items()})
 
     async def extend_lease(self, lease_id: str, seconds: int) -> Row:
-        answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._members))
+        answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._pooled))
         renewed = [answer for answer in answers if answer[0]]
         return renewed[0] if renewed else answers[0]
 
     async def live_leases(self, lease_ids: list[str]) -> int:
-        return sum(await asyncio.gather(*(member.live_leases(lease_ids) for member in self._members)))
+        return sum(await asyncio.gather(*(member.live_leases(lease_ids) for member in self._pooled)))
 
     async def partition_ids(self, queues: list[str], partitions: list[str]) -> list[Row]:
         names = list(zip(queues, partitions, strict=True))
@@ -143,14 +152,14 @@ class ShardedMessages:
                 positions[self._homes.of_id(listed[name])].append(position)
 
         async def ids_on(home: int, mine: list[int]) -> list[Row]:
-            rows = await self._members[home].partition_ids([queues[p - 1] for p in mine],
+            rows = await (await self._members.store(home)).messages.partition_ids([queues[p - 1] for p in mine],
                                                            [partitions[p - 1] for p in mine])
             return [(mine[row[0] - 1], row[1]) for row in rows]
 
         return sorted(await _gathered({home: ids_on(home, mine) for home, mine in positions.items()}))
 
     async def expired_leases(self, limit: int) -> list[Row]:
-        found = await asyncio.gather(*(member.expired_leases(limit) for member in self._members))
+        found = await asyncio.gather(*(member.expired_leases(limit) for member in self._pooled))
         return [row for rows in found for row in rows][:limit]
 
 

@@ -39,6 +39,7 @@ import asyncpg
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.database import RETRYABLE, Connection, Database, Session, retried
+from reginamq.store.notices import send_after_commit
 
 T = TypeVar("T")
 # What a prepared transaction's name starts with: the kind of coordinator that made it, so that
@@ -81,18 +82,24 @@ class Joined:
         self._members = members
         self._held = held
         self._joining = asyncio.Lock()
-        self._stores: dict[int, Store] = {}
+        self._sessions: dict[int, Session] = {}
         self.connections: dict[int, Connection] = {}
 
     async def store(self, ordinal: int) -> Store:
         """The store whose every call runs in this unit's transaction on member ``ordinal``."""
         async with self._joining:
-            if ordinal not in self._stores:
+            if ordinal not in self._sessions:
                 conn = await self._held.enter_async_context(self._members[ordinal].holding())
                 self.connections[ordinal] = conn
                 await conn.execute(BEGIN_SQL)
-                self._stores[ordinal] = Store(Session(conn))
-        return self._stores[ordinal]
+                self._sessions[ordinal] = Session(conn, defers_notices=True)
+        return Store(self._sessions[ordinal])
+
+    async def announce(self) -> None:
+        """Sends the notices the members' transactions kept, once they are committed."""
+        for ordinal, session in self._sessions.items():
+            for channel, notices in session.deferred or []:
+                await send_after_commit(self.connections[ordinal], channel, notices)
 
 
 class TwoPhase:
@@ -137,6 +144,7 @@ class TwoPhase:
                 if len(connections) <= 1:
                     for conn in connections.values():
                         await conn.execute("COMMIT")
+                    await joined.announce()
                     return result
                 for ordinal, conn in sorted(connections.items()):
                     name = transaction_name(gid, ordinal, self._kind)
@@ -153,8 +161,10 @@ class TwoPhase:
             outcome = await catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind)
             finished = await asyncio.gather(*(_finish(conn, name, outcome) for conn, name in prepared),
                                             return_exceptions=True)
-            if outcome == "commit" and not any(isinstance(result, BaseException) for result in finished):
-                await catalog.execute(FORGET_SQL, gid)
+            if outcome == "commit":
+                await joined.announce()
+                if not any(isinstance(done, BaseException) for done in finished):
+                    await catalog.execute(FORGET_SQL, gid)
         if outcome == "abort":
             raise Unavailable("the transaction was held past its bound and rolled back; retry")
         return result

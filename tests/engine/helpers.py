@@ -8,9 +8,16 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
+import orjson
 
+from reginamq.engine.names import QUEUE_MODE
+from reginamq.engine.push import NEW_QUEUE_OPTIONS, PushItem, pairs, prepare
 from reginamq.store.database import Database
+from reginamq.store.members import Deployment, join_up
 from reginamq.store.schema import apply_schema
+from reginamq.store.sharded import ShardedStore
+from reginamq.store.sharded_messages import ShardedMessages
 
 
 @contextlib.asynccontextmanager
@@ -62,3 +69,46 @@ async def leave_prepared(url: str, name: str, statement: str, *args: object) -> 
         await conn.execute(f"PREPARE TRANSACTION '{name}'")
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def sharded(database_url: str) -> AsyncIterator[tuple[Deployment, ShardedStore]]:
+    """A deployment of three new member databases, and its store."""
+    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
+        deployment = await join_up(databases)
+        yield deployment, ShardedStore(deployment)
+
+
+async def push(messages: ShardedMessages, items: list[tuple[str, str, str]]) -> dict[int, str]:
+    """Pushes (queue, partition, transactionId) items; answers {item: original id} of duplicates."""
+    rows = await messages.push(*columns(items))
+    return {row[0]: row[1] for row in rows if row[0] is not None}
+
+
+def columns(items: list[tuple[str, str, str]]) -> tuple:
+    """A push's arguments for (queue, partition, transactionId) items, as the engine makes them."""
+    prepared = prepare([PushItem(queue=queue, partition=partition, transactionId=txid,
+                                 payload=msgspec.Raw(orjson.dumps({"txid": txid})))
+                        for queue, partition, txid in items])
+    queues, partitions, groups = pairs(prepared)
+    return (queues, partitions, groups, prepared.txids, prepared.message_ids, prepared.fragments,
+            NEW_QUEUE_OPTIONS, True)
+
+
+async def pop(messages: ShardedMessages, queue: str, partition: str | None = None, batch: int = 10,
+              group: str = QUEUE_MODE, hints: list[str] | None = None):
+    """One pop; answers (lease id, [(partition id, partition name, transactionId)], trailer)."""
+    lease_id = str(uuid.uuid4())
+    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, "all", None,
+                              None, None, True, hints or [], None, True, None, False)
+    trailer = rows.pop() if rows and rows[-1][1] is None else None
+    delivered = [(row[1], row[2], orjson.loads(b"{" + fragment + b"}")["transactionId"])
+                 for row in rows for fragment in row[5]]
+    return lease_id, delivered, trailer
+
+
+async def ack(messages: ShardedMessages, lease_id: str, delivered, group: str = QUEUE_MODE):
+    count = len(delivered)
+    return await messages.ack([group] * count, [partition_id for partition_id, _, _ in delivered],
+                              [txid for _, _, txid in delivered], [lease_id] * count, ["completed"] * count,
+                              [None] * count)

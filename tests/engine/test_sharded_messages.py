@@ -6,67 +6,20 @@ or lease; a member that is down fails only the pushes that reach it."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
-import msgspec
-import orjson
 import pytest
 
 from reginamq.common.errors import Unavailable
 from reginamq.engine.names import QUEUE_MODE
-from reginamq.engine.push import NEW_QUEUE_OPTIONS, PushItem, pairs, prepare
 from reginamq.store import Store
 from reginamq.store.database import Database
 from reginamq.store.homes import Homes
-from reginamq.store.members import Deployment, join_up, place
-from reginamq.store.sharded_messages import ShardedMessages
-from tests.engine.helpers import member_databases, opened
-
-
-@contextlib.asynccontextmanager
-async def sharded(database_url: str) -> AsyncIterator[tuple[Deployment, ShardedMessages]]:
-    async with member_databases(database_url, 3) as urls, opened(urls) as databases:
-        deployment = await join_up(databases)
-        yield deployment, ShardedMessages(Homes(deployment))
-
-
-async def push(messages: ShardedMessages, items: list[tuple[str, str, str]]) -> dict[int, str]:
-    """Pushes (queue, partition, transactionId) items; answers {item: original id} of duplicates."""
-    rows = await messages.push(*columns(items))
-    return {row[0]: row[1] for row in rows if row[0] is not None}
-
-
-def columns(items: list[tuple[str, str, str]]) -> tuple:
-    """A push's arguments for (queue, partition, transactionId) items, as the engine makes them."""
-    prepared = prepare([PushItem(queue=queue, partition=partition, transactionId=txid,
-                                 payload=msgspec.Raw(orjson.dumps({"txid": txid})))
-                        for queue, partition, txid in items])
-    queues, partitions, groups = pairs(prepared)
-    return (queues, partitions, groups, prepared.txids, prepared.message_ids, prepared.fragments,
-            NEW_QUEUE_OPTIONS, True)
-
-
-async def pop(messages: ShardedMessages, queue: str, partition: str | None = None, batch: int = 10,
-              group: str = QUEUE_MODE, hints: list[str] | None = None):
-    """One pop; answers (lease id, [(partition id, partition name, transactionId)], trailer)."""
-    lease_id = str(uuid.uuid4())
-    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, "all", None,
-                              None, None, True, hints or [], None, True, None, False)
-    trailer = rows.pop() if rows and rows[-1][1] is None else None
-    delivered = [(row[1], row[2], orjson.loads(b"{" + fragment + b"}")["transactionId"])
-                 for row in rows for fragment in row[5]]
-    return lease_id, delivered, trailer
-
-
-async def ack(messages: ShardedMessages, lease_id: str, delivered, group: str = QUEUE_MODE):
-    count = len(delivered)
-    return await messages.ack([group] * count, [partition_id for partition_id, _, _ in delivered],
-                              [txid for _, _, txid in delivered], [lease_id] * count, ["completed"] * count,
-                              [None] * count)
+from reginamq.store.members import Deployment, place
+from reginamq.store.sharded import ShardedStore
+from tests.engine.helpers import ack, columns, pop, push, sharded
 
 
 async def partitions_on(database: Database, queue: str) -> dict[str, str]:
@@ -76,7 +29,8 @@ async def partitions_on(database: Database, queue: str) -> dict[str, str]:
 
 
 async def test_each_partition_lives_on_the_one_member_its_id_and_name_tell(database_url):
-    async with sharded(database_url) as (deployment, messages):
+    async with sharded(database_url) as (deployment, store):
+        messages = store.messages
         items = [("orders", f"customer-{n % 60}", f"t{n}") for n in range(300)]
         assert await push(messages, items) == {}
         ids = [member.id for member in deployment.members]
@@ -98,7 +52,8 @@ async def test_each_partition_lives_on_the_one_member_its_id_and_name_tell(datab
 
 
 async def test_duplicates_answer_the_items_of_the_request_across_members(database_url):
-    async with sharded(database_url) as (_deployment, messages):
+    async with sharded(database_url) as (_deployment, store):
+        messages = store.messages
         first = [("q", f"p{n}", f"t{n}") for n in range(12)]
         await push(messages, first)
         _, delivered, _ = await pop(messages, "q", "p7")
@@ -109,7 +64,8 @@ async def test_duplicates_answer_the_items_of_the_request_across_members(databas
 
 
 async def test_pops_deliver_every_message_once_in_order_and_acks_reach_each_member(database_url):
-    async with sharded(database_url) as (deployment, messages):
+    async with sharded(database_url) as (deployment, store):
+        messages = store.messages
         items = [("jobs", f"p{n % 24}", f"t{n:03}") for n in range(240)]
         await push(messages, items)
         lease_id, delivered, _ = await pop(messages, "jobs", "p5", batch=100)
@@ -135,7 +91,8 @@ async def test_pops_deliver_every_message_once_in_order_and_acks_reach_each_memb
 
 
 async def test_hints_lead_the_pop_to_the_member_that_holds_them(database_url):
-    async with sharded(database_url) as (deployment, messages):
+    async with sharded(database_url) as (deployment, store):
+        messages = store.messages
         await push(messages, [("h", f"p{n}", f"t{n}") for n in range(30)])
         homes = Homes(deployment)
         on_third = sorted((await partitions_on(deployment.members[2].database, "h")).values())[:2]
@@ -149,7 +106,8 @@ async def test_hints_lead_the_pop_to_the_member_that_holds_them(database_url):
 
 
 async def test_lease_renewal_and_live_leases_find_the_member_of_the_lease(database_url):
-    async with sharded(database_url) as (_deployment, messages):
+    async with sharded(database_url) as (_deployment, store):
+        messages = store.messages
         await push(messages, [("l", f"p{n}", f"t{n}") for n in range(9)])
         leases = []
         for n in range(9):
@@ -164,7 +122,8 @@ async def test_lease_renewal_and_live_leases_find_the_member_of_the_lease(databa
 
 
 async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
-    async with sharded(database_url) as (deployment, messages):
+    async with sharded(database_url) as (deployment, store):
+        messages = store.messages
         ids = [member.id for member in deployment.members]
         names = [f"p{n}" for n in range(40)]
         on = {ordinal: [name for name in names if place("d", name, ids) == ordinal] for ordinal in range(3)}
@@ -172,7 +131,7 @@ async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
         away = Database("postgresql://127.0.0.1:1/nowhere", 1)
         down = Deployment([replace(member, database=away) if member.ordinal == 2 else member
                            for member in deployment.members], deployment.numbers_from)
-        crippled = ShardedMessages(Homes(down))
+        crippled = ShardedStore(down).messages
         await crippled.push(*columns([("d", name, f"second-{name}") for name in on[0] + on[1]]))
         with pytest.raises(Unavailable):
             await crippled.push(*columns([("d", name, f"third-{name}") for name in names]))

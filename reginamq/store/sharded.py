@@ -1,0 +1,93 @@
+"""The store of a deployment of several member databases: the families of
+:class:`~reginamq.store.Store`, each routed to the members that hold what it names
+(docs/shards.md, "Routes over members").
+
+- ``messages``: by partition home (:mod:`.sharded_messages`);
+- ``queues``: a configure or delete is written on every member, in one unit of
+  :meth:`ShardedStore.atomically`, so every member holds the same queues and options or the
+  change is nowhere; it is read and announced on the catalog;
+- ``queue_settings``: read from the catalog's pool (every member holds the same);
+- the catalog's families: ``kv``, ``locks``, ``timers``, ``streams``, ``ephemeral``,
+  ``process_metrics``, ``membership``, ``directory`` and ``leadership`` (of the loops that run
+  once for the whole deployment).
+
+:meth:`ShardedStore.atomically` runs a unit as a two-phase transaction over the members it
+uses (store/two_phase.py): a unit that touched one member commits as on one database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from reginamq.store import Store
+from reginamq.store.homes import Homes
+from reginamq.store.members import Deployment
+from reginamq.store.routing import Members, OnMember, Pooled
+from reginamq.store.sharded_messages import ShardedMessages
+from reginamq.store.two_phase import Joined, TwoPhase
+
+T = TypeVar("T")
+CATALOG_FAMILIES = ("kv", "locks", "timers", "streams", "ephemeral", "process_metrics", "membership", "directory",
+                    "leadership")
+
+
+class ShardedQueues:
+    """The ``queues`` family on every member (see the module header)."""
+
+    def __init__(self, members: Members, count: int, homes: Homes):
+        self._members = members
+        self._count = count
+        self._homes = homes
+
+    async def _every(self, call: Callable[[Store], Awaitable[T]]) -> list[T]:
+        """``call`` on every member, one after another in ordinal order (the lock order)."""
+        return [await call(await self._members.store(ordinal)) for ordinal in range(self._count)]
+
+    async def lock(self, queue: str):
+        """Locks the name and row on every member; answers the catalog's row."""
+        return (await self._every(lambda store: store.queues.lock(queue)))[0]
+
+    async def upsert(self, queue: str, namespace: str | None, task: str | None, options: str) -> int:
+        """Writes the queue on every member; answers the catalog's id of it."""
+        return (await self._every(lambda store: store.queues.upsert(queue, namespace, task, options)))[0]
+
+    async def delete(self, queue: str) -> bool:
+        """Deletes the queue on every member and unlists its partitions."""
+        deleted = await self._every(lambda store: store.queues.delete(queue))
+        await (await self._members.store(0)).directory.forget(queue)
+        self._homes.forget_queue(queue)
+        return any(deleted)
+
+    async def announce(self, queue: str) -> None:
+        await (await self._members.store(0)).queues.announce(queue)
+
+    async def options(self, queue: str) -> str | None:
+        return await (await self._members.store(0)).queues.options(queue)
+
+
+class ShardedStore:
+    """The families over ``deployment``'s members, each call on the members' pools; inside
+    :meth:`atomically`, on the unit's transactions."""
+
+    def __init__(self, deployment: Deployment, homes: Homes | None = None, members: Members | None = None):
+        self._deployment = deployment
+        self.homes = homes or Homes(deployment)
+        self._members = members or Pooled(self.homes.stores)
+        self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
+        self.messages = ShardedMessages(self.homes, self._members)
+        self.queues = ShardedQueues(self._members, len(deployment.members), self.homes)
+        # read only, the same on every member: on the catalog's pool even inside a unit, which
+        # therefore joins no member for it
+        self.queue_settings = self.homes.stores[0].queue_settings
+        for family in CATALOG_FAMILIES:
+            setattr(self, family, getattr(self.homes.stores[0], family) if isinstance(self._members, Pooled)
+                    else OnMember(self._members, 0, family))
+
+    async def atomically(self, work: Callable[[ShardedStore], Awaitable[T]]) -> T:
+        """``work`` with a store whose every call runs in one transaction over the members it
+        uses: all of them commit when ``work`` returns, or none does (store/two_phase.py)."""
+        if isinstance(self._members, Joined):
+            return await work(self)
+        return await self._coordinator.atomically(
+            lambda joined: work(ShardedStore(self._deployment, self.homes, joined)))
