@@ -12,7 +12,8 @@ is given a home and an id here, before anything is written under it:
    died between its claim and this step).
 
 A queue named for the first time is created on every member that lacks it, in one two-phase
-transaction, so that all members hold the same queues or none does.
+transaction, so that all members hold the same queues or none does, each with the id the
+catalog gave it.
 
 If a partition listed here is later deleted on its home (the idle cleanup), a push creates it
 again from the home's own numbers: its id differs from the listed one but tells the same home,
@@ -28,7 +29,7 @@ from collections import defaultdict
 
 from reginamq.store import Store
 from reginamq.store.members import Deployment, home_of, place
-from reginamq.store.two_phase import TwoPhase
+from reginamq.store.two_phase import Joined, TwoPhase
 
 Name = tuple[str, str]
 # Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
@@ -88,10 +89,15 @@ class Homes:
             return
         existing = await asyncio.gather(*(store.provisioning.existing_queues(unknown) for store in self.stores))
         if any(len(found) < len(unknown) for found in existing):
-            async def create(store: Store) -> None:
-                await store.provisioning.create_queues(unknown, options)
+            async def create(joined: Joined) -> None:
+                catalog = (await joined.store(0)).provisioning
+                await catalog.create_queues(unknown, options)
+                ids = await catalog.existing_queues(unknown)
+                for ordinal in range(1, len(self.stores)):
+                    await (await joined.store(ordinal)).provisioning.create_queues(list(ids), options,
+                                                                                   list(ids.values()))
 
-            await self._coordinator.run(dict.fromkeys(range(len(self.stores)), create))
+            await self._coordinator.atomically(create)
         self._queues.update(unknown)
 
     async def _list(self, new: list[Name]) -> dict[Name, uuid.UUID]:

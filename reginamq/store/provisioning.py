@@ -3,7 +3,8 @@ databases (020_members.sql, docs/shards.md "Placement and the directory").
 
 On a single database a push creates what it names itself (rq_push). Over several members the
 directory decides a new partition's id before the partition exists, so its home creates it with
-that id, and a new queue is created on every member: these are the calls for that.
+that id, and a new queue is created on every member, with the id the catalog gave it: these are
+the calls for that.
 """
 
 from __future__ import annotations
@@ -12,20 +13,21 @@ import uuid
 
 from reginamq.store.database import Family
 
-EXISTING_QUEUES_SQL = "SELECT name FROM rq_queues WHERE name = ANY($1::text[])"
-CREATE_QUEUES_SQL = "SELECT rq_provision_queues($1, $2::jsonb)"
+EXISTING_QUEUES_SQL = "SELECT name, id FROM rq_queues WHERE name = ANY($1::text[])"
+CREATE_QUEUES_SQL = "SELECT rq_provision_queues($1, $2::jsonb, $3)"
 MINT_SQL = "SELECT rq_mint_partition_ids($1)"
 CREATE_PARTITIONS_SQL = "SELECT rq_provision_listed($1, $2, $3)"
 
 
 class Provisioning(Family):
-    async def existing_queues(self, queues: list[str]) -> set[str]:
-        """Which of ``queues`` exist."""
-        return {row[0] for row in await self._db.fetch(EXISTING_QUEUES_SQL, queues)}
+    async def existing_queues(self, queues: list[str]) -> dict[str, int]:
+        """The id of each of ``queues`` that exists."""
+        return {row[0]: row[1] for row in await self._db.fetch(EXISTING_QUEUES_SQL, queues)}
 
-    async def create_queues(self, queues: list[str], options: str) -> None:
-        """Creates the queues of ``queues`` that do not exist, with ``options`` (JSON text)."""
-        await self._db.execute(CREATE_QUEUES_SQL, queues, options)
+    async def create_queues(self, queues: list[str], options: str, ids: list[int] | None = None) -> None:
+        """Creates the queues of ``queues`` that do not exist, with ``options`` (JSON text) and
+        with ``ids`` (one a queue: the catalog's), or ids of this database's own numbering."""
+        await self._db.execute(CREATE_QUEUES_SQL, queues, options, ids)
 
     async def mint(self, count: int) -> list[uuid.UUID]:
         """``count`` fresh partition ids of this database's own numbers."""

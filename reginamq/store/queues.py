@@ -15,11 +15,14 @@ from reginamq.store.notices import CONFIG_CHANNEL, notify_with_commit
 LOCK_NAME_SQL = "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))"
 CURRENT_SQL = "SELECT options, namespace, task FROM rq_queues WHERE name = $1 FOR UPDATE"
 UPSERT_SQL = """
-INSERT INTO rq_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4::jsonb)
+INSERT INTO rq_queues (id, name, namespace, task, options) OVERRIDING SYSTEM VALUE
+VALUES (coalesce($5, nextval(pg_get_serial_sequence('rq_queues', 'id'))), $1, $2, $3, $4::jsonb)
 ON CONFLICT (name) DO UPDATE
 SET namespace = EXCLUDED.namespace, task = EXCLUDED.task, options = EXCLUDED.options, updated_at = now()
 RETURNING id
 """
+NUMBERS_PAST_SQL = ("SELECT setval(pg_get_serial_sequence('rq_queues', 'id'), (SELECT max(id) FROM rq_queues)) "
+                    "WHERE EXISTS (SELECT 1 FROM rq_queues)")
 DELETE_SQL = "SELECT rq_delete_queue($1)"
 CHANGED_SQL = "SELECT pg_notify('rq_config', $1)"
 OPTIONS_SQL = "SELECT options FROM rq_queues WHERE name = $1"
@@ -35,10 +38,16 @@ class Queues(Family):
         await self._db.execute(LOCK_NAME_SQL, queue)
         return await self._db.fetchrow(CURRENT_SQL, queue)
 
-    async def upsert(self, queue: str, namespace: str | None, task: str | None, options: str) -> int:
+    async def upsert(self, queue: str, namespace: str | None, task: str | None, options: str,
+                     queue_id: int | None = None) -> int:
         """Creates ``queue`` or overwrites its namespace, task and option set (``options``, JSON
-        text of the complete set); answers the queue's id."""
-        return await self._db.fetchval(UPSERT_SQL, queue, namespace, task, options)
+        text of the complete set); answers the queue's id. A queue created gets ``queue_id``
+        when given (the catalog's id of it, over several member databases), and this
+        database's own numbering moves past it."""
+        created_id = await self._db.fetchval(UPSERT_SQL, queue, namespace, task, options, queue_id)
+        if queue_id is not None:
+            await self._db.execute(NUMBERS_PAST_SQL)
+        return created_id
 
     async def delete(self, queue: str) -> bool:
         """Deletes ``queue`` with its partitions, messages, cursors, groups, dead letters and

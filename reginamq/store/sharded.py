@@ -49,8 +49,11 @@ class ShardedQueues:
         return (await self._every(lambda store: store.queues.lock(queue)))[0]
 
     async def upsert(self, queue: str, namespace: str | None, task: str | None, options: str) -> int:
-        """Writes the queue on every member; answers the catalog's id of it."""
-        return (await self._every(lambda store: store.queues.upsert(queue, namespace, task, options)))[0]
+        """Writes the queue on every member, with the catalog's id of it; answers that id."""
+        queue_id = await (await self._members.store(0)).queues.upsert(queue, namespace, task, options)
+        for ordinal in range(1, self._count):
+            await (await self._members.store(ordinal)).queues.upsert(queue, namespace, task, options, queue_id)
+        return queue_id
 
     async def delete(self, queue: str) -> bool:
         """Deletes the queue on every member and unlists its partitions."""

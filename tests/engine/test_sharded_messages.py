@@ -43,8 +43,9 @@ async def test_each_partition_lives_on_the_one_member_its_id_and_name_tell(datab
             for name, partition_id in partitions.items():
                 assert place("orders", name, ids) == ordinal
                 assert homes.of_id(partition_id) == ordinal
-        for member in deployment.members:  # the queue is on every member, partitions or not
-            assert await Store(member.database).provisioning.existing_queues(["orders"]) == {"orders"}
+        queue_ids = [await Store(member.database).provisioning.existing_queues(["orders"])
+                     for member in deployment.members]  # on every member, partitions or not, with one id
+        assert queue_ids[0].keys() == {"orders"} and queue_ids[1] == queue_ids[0] and queue_ids[2] == queue_ids[0]
         listed = await Store(deployment.members[0].database).directory.lookup([("orders", f"customer-{n}")
                                                                                for n in range(60)])
         assert {name: str(partition_id) for (_, name), partition_id in listed.items()} == {

@@ -121,8 +121,11 @@ async def test_a_configure_is_on_every_member_and_a_delete_on_none(database_url)
                                                                                           "retryLimit": 2}))
         assert answer["options"]["leaseTime"] == 7
         await push(store.messages, [("cfg", f"p{n}", f"t{n}") for n in range(20)])
+        await queues.configure(store, queues.ConfigureBody(queue="next-cfg"))  # the numbering moves on
         for member in deployment.members:
             assert orjson.loads(await Store(member.database).queues.options("cfg")) == answer["options"]
+            assert await Store(member.database).provisioning.existing_queues(["cfg", "next-cfg"]) == {
+                "cfg": int(answer["queueId"]), "next-cfg": int(answer["queueId"]) + 1}
         assert await left_behind(deployment) == []
         assert (await queues.delete(store, "cfg"))["deleted"] is True
         for member in deployment.members:

@@ -7,17 +7,23 @@ RETURNS bigint LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
 $$;
 
 -- Creates the queues of these names that do not exist, with these options; a name's
--- namespace and task are its parts before and after a dot. Generic plans, as rq_lock_partitions.
-CREATE OR REPLACE FUNCTION rq_provision_queues(p_queue text[], p_new_queue_options jsonb)
+-- namespace and task are its parts before and after a dot. Over several member databases
+-- (store/homes.py) each queue gets the id the catalog gave it (p_id), so that a queue has one
+-- id on every member, and the member's own numbering moves past them. Generic plans, as
+-- rq_lock_partitions.
+CREATE OR REPLACE FUNCTION rq_provision_queues(p_queue text[], p_new_queue_options jsonb, p_id bigint[] DEFAULT NULL)
 RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
-    INSERT INTO rq_queues (name, namespace, task, options)
-    SELECT n.qname,
+    INSERT INTO rq_queues (id, name, namespace, task, options) OVERRIDING SYSTEM VALUE
+    SELECT coalesce(n.id, nextval(pg_get_serial_sequence('rq_queues', 'id'))), n.qname,
            CASE WHEN position('.' IN n.qname) > 0 THEN split_part(n.qname, '.', 1) END,
            CASE WHEN position('.' IN n.qname) > 0 THEN nullif(split_part(n.qname, '.', 2), '') END,
            p_new_queue_options
-    FROM (SELECT DISTINCT u AS qname FROM unnest(p_queue) u) n
+    FROM (SELECT DISTINCT ON (u.qname) u.qname, u.id FROM unnest(p_queue, p_id) AS u(qname, id)) n
     WHERE NOT EXISTS (SELECT 1 FROM rq_queues q WHERE q.name = n.qname)
-    ON CONFLICT (name) DO NOTHING;
+    ON CONFLICT DO NOTHING;
+
+    SELECT setval(pg_get_serial_sequence('rq_queues', 'id'), (SELECT max(id) FROM rq_queues))
+    WHERE p_id IS NOT NULL AND EXISTS (SELECT 1 FROM rq_queues);
 $$;
 
 -- Creates the queues and partitions a push names, only when an existence check misses. Generic
