@@ -6,9 +6,11 @@ import re
 import uuid
 
 from reginamq.common.errors import BadRequest
+from reginamq.store.consumer_groups import QUEUE_MODE
+
+__all__ = ["QUEUE_MODE"]
 
 MAX_NAME_LENGTH = 255
-QUEUE_MODE = "__QUEUE_MODE__"
 # A checked name never holds a control character: the store sends a column of names as one
 # string joined by one (store/columns.py).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -12,6 +12,9 @@ from datetime import datetime
 
 from reginamq.store.database import Family, Row
 
+# The group of queue-mode pops (the SQL knows this name too): it has no subscription.
+QUEUE_MODE = "__QUEUE_MODE__"
+
 SUMMARIES_SQL = """
 SELECT s.*, floor(extract(epoch FROM now() - s.oldest_pending_at))::bigint AS max_time_lag
 FROM rq_grp_summaries($1, $2) s
@@ -26,6 +29,9 @@ CONFLATES_SQL = "SELECT conflation FROM rq_consumer_groups WHERE queue_id = $1 A
 DELETE_SQL = "SELECT * FROM rq_grp_delete($1, $2, $3)"
 SEEK_SQL = "SELECT * FROM rq_grp_seek($1, $2, $3, $4)"
 SUBSCRIBE_SQL = "SELECT * FROM rq_grp_subscribe($1, $2, $3, $4)"
+REGISTER_SQL = "SELECT registered FROM rq_register_group($1, $2, $3, $4, $5)"
+SUBSCRIPTION_SQL = ("SELECT subscription_mode, subscription_from, conflation FROM rq_consumer_groups "
+                    "WHERE queue_id = $1 AND name = $2")
 
 
 class ConsumerGroups(Family):
@@ -71,3 +77,15 @@ class ConsumerGroups(Family):
         follow it. One row (``queue_name``) per subscription changed; ``[]`` when the queue does
         not exist or the group has no subscription."""
         return await self._db.fetch(SUBSCRIBE_SQL, group, queue, mode, start)
+
+    async def register(self, queue_ids: list[int], group: str, mode: str, start: datetime | None,
+                       conflation: bool | None) -> int:
+        """``group``'s durable subscription on each of ``queue_ids`` it has none on yet, as its
+        first pop there registers it (``start`` NULL with mode ``new``: from now); answers how
+        many it registered."""
+        return await self._db.fetchval(REGISTER_SQL, queue_ids, group, mode, start, conflation)
+
+    async def subscription(self, queue_id: int, group: str) -> Row | None:
+        """``(subscription_mode, subscription_from, conflation)`` of ``group`` on queue
+        ``queue_id``; ``None`` without a subscription."""
+        return await self._db.fetchrow(SUBSCRIPTION_SQL, queue_id, group)

@@ -3,6 +3,8 @@
 (docs/shards.md, "Routes over members").
 
 - ``messages``: by partition home (:mod:`.sharded_messages`);
+- ``consumer_groups``: merged over every member, changes made on every member
+  (:mod:`.sharded_consumer_groups`);
 - ``queues``: a configure or delete is written on every member, in one unit of
   :meth:`ShardedStore.atomically`, so every member holds the same queues and options or the
   change is nowhere; it is read and announced on the catalog;
@@ -24,6 +26,7 @@ from reginamq.store import Store
 from reginamq.store.homes import Homes
 from reginamq.store.members import Deployment
 from reginamq.store.routing import Members, OnMember, Pooled
+from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 from reginamq.store.sharded_messages import ShardedMessages
 from reginamq.store.two_phase import Joined, TwoPhase
 
@@ -78,7 +81,8 @@ class ShardedStore:
         self.homes = homes or Homes(deployment)
         self._members = members or Pooled(self.homes.stores)
         self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
-        self.messages = ShardedMessages(self.homes, self._members)
+        self.consumer_groups = ShardedConsumerGroups(self.homes.stores)
+        self.messages = ShardedMessages(self.homes, self._members, self.consumer_groups)
         self.queues = ShardedQueues(self._members, len(deployment.members), self.homes)
         # read only, the same on every member: on the catalog's pool even inside a unit, which
         # therefore joins no member for it

@@ -8,6 +8,8 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   or a queue full there), what the others wrote stays written and the call raises that
   member's failure: the push is answered as refused or spooled whole, and sending it again is
   safe because the written items are deduplicated by their transactionId.
+- **A named group's first pop of a queue** in this process subscribes it on every member, as
+  the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`).
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
   the one with the most hinted partitions first, until one delivers. A lease is therefore
   always on one member. Each member's backlog sweep keeps its own position here (queue ids
@@ -32,9 +34,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
 from reginamq.store.messages import Messages
 from reginamq.store.routing import Members
+from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 
 Row = Sequence[Any]
 # Columns of a pop's rows (Messages.pop)
@@ -42,9 +46,11 @@ _PARTITION_ID, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 6, 8, 9, 11
 
 
 class ShardedMessages:
-    def __init__(self, homes: Homes, members: Members):
+    def __init__(self, homes: Homes, members: Members, groups: ShardedConsumerGroups):
         self._homes = homes
         self._members = members
+        self._groups = groups
+        self._subscribed: set[tuple[str, str]] = set()  # (queue, group) subscribed on every member
         self._pooled: list[Messages] = [store.messages for store in homes.stores]
         # (queue, namespace, task, group, member) → (sweep_queue, sweep_name) where its sweep stopped
         self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
@@ -83,6 +89,8 @@ class ShardedMessages:
                                            lease_seconds, lease_id, subscription_mode, subscription_from,
                                            *sweep_from, may_sweep, member_hints, since, scan, conflation, report)
 
+        if queue is not None and group != QUEUE_MODE and (queue, group) not in self._subscribed:
+            await self._subscribe_everywhere(queue, group, subscription_mode, subscription_from, conflation)
         if queue is not None and partition is not None:
             return await pop_on(await self._homes.of_name(queue, partition), hints, (sweep_queue, sweep_name))
         hinted: dict[int, list[str]] = defaultdict(list)
@@ -111,6 +119,13 @@ class ShardedMessages:
         if not hints_left and swept is None and conflating is None:
             return []
         return [_trailer(hints_left, swept, conflating)]
+
+    async def _subscribe_everywhere(self, queue: str, group: str, mode: str, start: datetime | None,
+                                    conflation: bool | None) -> None:
+        ids = await self._homes.stores[0].provisioning.existing_queues([queue])
+        if queue in ids:
+            await self._groups.subscribe_everywhere(ids[queue], group, mode, start, conflation)
+            self._subscribed.add((queue, group))
 
     async def pop_ready(self, queue: str, partition: str | None, group: str, partitions: int, batch: int) -> int:
         if partition is not None:

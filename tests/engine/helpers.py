@@ -96,10 +96,11 @@ def columns(items: list[tuple[str, str, str]]) -> tuple:
 
 
 async def pop(messages: ShardedMessages, queue: str, partition: str | None = None, batch: int = 10,
-              group: str = QUEUE_MODE, hints: list[str] | None = None):
-    """One pop; answers (lease id, [(partition id, partition name, transactionId)], trailer)."""
+              group: str = QUEUE_MODE, hints: list[str] | None = None, mode: str = "all"):
+    """One pop (subscription ``mode`` for a named group's first); answers (lease id,
+    [(partition id, partition name, transactionId)], trailer)."""
     lease_id = str(uuid.uuid4())
-    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, "all", None,
+    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, mode, None,
                               None, None, True, hints or [], None, True, None, False)
     trailer = rows.pop() if rows and rows[-1][1] is None else None
     delivered = [(row[1], row[2], orjson.loads(b"{" + fragment + b"}")["transactionId"])
