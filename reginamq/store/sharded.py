@@ -8,6 +8,7 @@
 - ``queues``: a configure or delete is written on every member, in one unit of
   :meth:`ShardedStore.atomically`, so every member holds the same queues and options or the
   change is nowhere; it is read and announced on the catalog;
+- ``notices``: heard from every member, a sync sent on every member (:mod:`.sharded_notices`);
 - ``queue_settings``: read from the catalog's pool (every member holds the same);
 - the catalog's families: ``kv``, ``locks``, ``timers``, ``streams``, ``ephemeral``,
   ``process_metrics``, ``membership``, ``directory`` and ``leadership`` (of the loops that run
@@ -28,6 +29,7 @@ from reginamq.store.members import Deployment
 from reginamq.store.routing import Members, OnMember, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 from reginamq.store.sharded_messages import ShardedMessages
+from reginamq.store.sharded_notices import ShardedNotices
 from reginamq.store.two_phase import Joined, TwoPhase
 
 T = TypeVar("T")
@@ -82,6 +84,7 @@ class ShardedStore:
         self._members = members or Pooled(self.homes.stores)
         self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
         self.consumer_groups = ShardedConsumerGroups(self.homes.stores)
+        self.notices = ShardedNotices(self.homes.stores, self._members)
         self.messages = ShardedMessages(self.homes, self._members, self.consumer_groups)
         self.queues = ShardedQueues(self._members, len(deployment.members), self.homes)
         # read only, the same on every member: on the catalog's pool even inside a unit, which

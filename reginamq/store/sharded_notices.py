@@ -1,0 +1,107 @@
+"""The ``notices`` family over the members of a deployment of several databases
+(docs/shards.md, "Long poll").
+
+A write's notices go out on the member that made it, so a process listens on every member:
+:meth:`ShardedNotices.listen` opens one listening connection per member, and the listening
+ends, for all of them at once, as soon as one connection is lost (the caller then listens
+again, as it does on one database). A notice sent by :meth:`ShardedNotices.notify` goes out on
+every member and reaches the handler once every member has echoed it, so a process that hears
+its own sync token has heard every notification committed on any member before it sent it.
+Notices of writes announced outside a write (:meth:`ShardedNotices.announce`) go out on the
+catalog: every process hears every member.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+
+from reginamq.store import Store
+from reginamq.store.notices import Listener
+from reginamq.store.routing import Members
+
+# Notices sent on every member whose echoes this process awaits at most; more means some were lost.
+MAX_AWAITED = 10_000
+
+
+class Listeners:
+    """The listening connections on every member, open while all of them are."""
+
+    def __init__(self, listeners: list[Listener]):
+        self._listeners = listeners
+
+    @property
+    def open(self) -> bool:
+        return all(listener.open for listener in self._listeners)
+
+    async def close(self) -> None:
+        for listener in self._listeners:
+            await listener.close()
+
+
+class ShardedNotices:
+    def __init__(self, stores: list[Store], members: Members):
+        self._stores = stores
+        self._members = members
+        # (channel, payload) sent on every member → the members that echoed it so far
+        self._echoes: dict[tuple[str, str], set[int]] = {}
+
+    def _expect(self, channel: str, notices: list[str]) -> None:
+        if len(self._echoes) >= MAX_AWAITED:  # echoes lost with a connection: start afresh
+            self._echoes.clear()
+        for notice in notices:
+            self._echoes[(channel, notice)] = set()
+
+    async def announce(self, channel: str, notices: list[str]) -> None:
+        await (await self._members.store(0)).notices.announce(channel, notices)
+
+    async def notify(self, channel: str, notices: list[str], sending: Callable[[], None]) -> None:
+        """As :meth:`Notices.notify <reginamq.store.notices.Notices.notify>`, on every member;
+        each notice reaches this process's handlers once every member echoed it."""
+        self._expect(channel, notices)
+        try:
+            sending()
+            await asyncio.gather(*(store.notices.notify(channel, notices, lambda: None) for store in self._stores))
+        except BaseException:
+            for notice in notices:
+                self._echoes.pop((channel, notice), None)
+            raise
+
+    async def listen(self, handlers: Mapping[str, Callable[[str], None]], on_lost: Callable[[], None]) -> Listeners:
+        """As :meth:`Notices.listen <reginamq.store.notices.Notices.listen>`, on every member;
+        ``on_lost`` is called once, when the first connection ends, and the others are closed."""
+        listeners: list[Listener] = []
+        lost_once = False
+
+        def lost() -> None:
+            nonlocal lost_once
+            if not lost_once:
+                lost_once = True
+                for listener in listeners:
+                    asyncio.get_running_loop().create_task(listener.close())
+                on_lost()
+
+        try:
+            for ordinal, store in enumerate(self._stores):
+                heard = {channel: self._heard_from(ordinal, channel, handler) for channel, handler in handlers.items()}
+                listeners.append(await store.notices.listen(heard, lost))
+        except BaseException:
+            for listener in listeners:
+                with contextlib.suppress(Exception):
+                    await listener.close()
+            raise
+        return Listeners(listeners)
+
+    def _heard_from(self, ordinal: int, channel: str, handler: Callable[[str], None]) -> Callable[[str], None]:
+        def heard(payload: str) -> None:
+            echoed = self._echoes.get((channel, payload))
+            if echoed is None:
+                handler(payload)
+                return
+            echoed.add(ordinal)
+            if len(echoed) == len(self._stores):
+                del self._echoes[(channel, payload)]
+                handler(payload)
+
+        return heard
