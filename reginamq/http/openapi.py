@@ -512,14 +512,16 @@ OPERATIONS: dict[tuple[str, str], dict] = {
         {200: obj({"entries": array(obj({
             "queue": STRING, "partition": STRING, "highWatermark": INTEGER, "logStartOffset": INTEGER,
             "nextOffset": INTEGER, "error": READ_ERROR,
-            "records": array(obj({"offset": INTEGER, "transactionId": STRING, "payload": ANY, "ts": STAMP}))}))})},
+            "records": array(obj({"offset": INTEGER, "transactionId": STRING, "payload": ANY, "ts": STAMP}))},
+            required=["queue", "partition", "highWatermark", "logStartOffset", "nextOffset", "records"]))})},
         request=body(ref("FetchBody"))),
     ("POST", "/api/v1/partitions/changed"): op(
         "the partitions of a queue written since a time, a page at a time",
         {200: obj({"safeTime": STAMP, "entries": array(obj({
             "queue": STRING, "next": NULLABLE_STRING, "error": READ_ERROR,
             "partitions": array(obj({"name": STRING, "id": STRING, "lastOffset": INTEGER, "logStart": INTEGER,
-                                     "lastWriteAt": NULLABLE_STAMP}))}))})},
+                                     "lastWriteAt": NULLABLE_STAMP}))},
+            required=["queue", "next", "partitions"]))})},
         request=body(ref("ChangedBody"))),
     ("POST", "/streams/v1/queries"): op(
         "register a streaming query (by name, with its operator chain's hash)",
