@@ -32,7 +32,7 @@ from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from
 from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
 from reginamq.server import serve as serve_http
-from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, shard_data_dir, shard_settings
 from reginamq.store.members import check_deployment
 from reginamq.store.schema import DatabaseUnusable, apply_schema
 
@@ -73,9 +73,13 @@ def _bounds(name: str) -> click.ParamType:
               help=f"Port to listen on [default: {DEFAULT_PORT}].")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="Folder of the embedded PostgreSQL [default: the user's data dir].")
-@click.option("--database-url", default=None,
-              help="Use this PostgreSQL (>= 15) instead of the embedded one "
-                   "(also REGINAMQ_DATABASE_URL or Queen's PG_HOST/PG_PORT/...).")
+@click.option("--database-url", "database_urls", multiple=True, metavar="URL",
+              help="Use this PostgreSQL (>= 15) instead of the embedded one (also REGINAMQ_DATABASE_URL or "
+                   "Queen's PG_HOST/PG_PORT/...). Given more than once, partitions are spread over those "
+                   "databases (docs/shards.md); REGINAMQ_DATABASE_URL then holds them space-separated.")
+@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Run this many embedded PostgreSQL servers and spread partitions over them "
+                   "(for trying several databases on one machine; docs/shards.md).")
 @click.option("--workers", type=_bounds("workers"), default=None,
               help="Worker processes sharing the port [default: one per two cores; with PostgreSQL on "
                    "a machine of its own, one per core is the better choice].")
@@ -124,8 +128,9 @@ def _bounds(name: str) -> click.ParamType:
 @click.option("--pg-setting", "pg_settings", multiple=True, metavar="NAME=VALUE", envvar="REGINAMQ_PG_SETTINGS",
               help="A setting of the embedded PostgreSQL, over reginamq's tuning (repeatable; e.g. "
                    "--pg-setting shared_buffers=4GB; REGINAMQ_PG_SETTINGS holds them space-separated).")
-def serve(pg_settings: tuple[str, ...], **flags) -> None:
+def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shards: int, **flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""
+    flags["database_url"] = " ".join(database_urls) or None
     try:
         settings = Settings.from_env(**flags)
     except SettingError as error:
@@ -134,6 +139,9 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         raise Refusal("--tls-cert and --tls-key go together", USAGE)
     if pg_settings and settings.database_url:
         raise Refusal("--pg-setting tunes the embedded PostgreSQL; set your own server's settings there", USAGE)
+    if shards > 1 and settings.database_url:
+        raise Refusal("--shards runs embedded PostgreSQL servers; with your own, give --database-url once per "
+                      "database", USAGE)
     embedded_settings = dict(_setting(text) for text in pg_settings)
     try:
         verifier_from(settings)  # fail here, before any worker starts, if auth cannot work
@@ -148,15 +156,18 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         claim = PortClaim(settings.host, settings.port)  # before the database starts: a taken port stops here
     except PortUnavailable as error:
         raise Refusal(str(error)) from None
-    embedded = None
+    embedded: list[EmbeddedPostgres] = []
     try:
-        database_url = settings.database_url
-        if not database_url:
-            embedded = EmbeddedPostgres(settings.data_dir, embedded_settings)
-            database_url = embedded.start()
-        asyncio.run(apply_schema(database_url, settings.payload_compression))
-        asyncio.run(check_deployment([database_url]))
-        settings = Settings.from_env(**{**flags, "database_url": database_url})
+        database_urls = settings.database_urls
+        if not database_urls:
+            for shard in range(shards):
+                embedded.append(EmbeddedPostgres(shard_data_dir(settings.data_dir, shard),
+                                                 shard_settings(embedded_settings, shards)))
+                database_urls.append(embedded[-1].start())
+        for url in database_urls:
+            asyncio.run(apply_schema(url, settings.payload_compression))
+        database_urls = asyncio.run(check_deployment(database_urls))
+        settings = Settings.from_env(**{**flags, "database_url": " ".join(database_urls)})
         prepare_spool(settings.resolved_spool_dir())
         scheme = "http" if settings.tls_cert is None else "https"
         serve_http(settings, claim, on_listening=lambda: click.echo(
@@ -166,8 +177,8 @@ def serve(pg_settings: tuple[str, ...], **flags) -> None:
         raise Refusal(str(error)) from None
     finally:
         claim.close()
-        if embedded is not None:
-            embedded.stop()
+        for server in reversed(embedded):
+            server.stop()
 
 
 def _setting(text: str) -> tuple[str, str]:

@@ -138,9 +138,15 @@ class Settings:
             if value is not None and field.name in self._SECRETS:
                 value = "<hidden>"
             elif field.name == "database_url" and value:
-                value = _without_password(value)
+                value = " ".join(_without_password(url) for url in value.split())
             shown.append(f"{field.name}={value!r}")
         return f"Settings({', '.join(shown)})"
+
+    @property
+    def database_urls(self) -> list[str]:
+        """The member databases, in ordinal order: ``database_url`` holds them space-separated
+        (a deployment of several databases, docs/shards.md), most often one."""
+        return (self.database_url or "").split()
 
     def resolved_spool_dir(self) -> Path:
         """Where pushes wait while the database is away: one folder per database, so two

@@ -113,8 +113,8 @@ def stop_process(process: subprocess.Popen) -> None:
             process.kill()
             process.wait()
     database_url = BROKER_DATABASES.pop(process.pid, None)
-    if database_url is not None:
-        hand_back_leases(database_url)
+    for served in (database_url or "").split():
+        hand_back_leases(served)
 
 
 def _holder_gone(holder: str) -> bool:
@@ -222,10 +222,18 @@ def database_url():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def served_databases(database_url: str) -> str:
+    """What the session's brokers serve: the session's database, and with REGINAMQ_TEST_SHARDS=N
+    (N > 1) N - 1 more databases of the session's PostgreSQL beside it, as member databases of
+    one deployment (docs/shards.md), space-separated."""
+    shards = int(os.environ.get("REGINAMQ_TEST_SHARDS", "1"))
+    return " ".join([database_url, *(create_database(database_url, "shard") for _ in range(shards - 1))])
+
+
 @pytest.fixture(scope="session")
 def broker_url(database_url, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("broker") / "broker.log"
-    process, url = start_broker(database_url, log_path=log_path)
+    process, url = start_broker(served_databases(database_url), log_path=log_path)
     try:
         yield url
     finally:

@@ -9,12 +9,14 @@ database-pool gauges are per process (see :mod:`reginamq.http.analytics`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from reginamq.common.errors import Unavailable
 from reginamq.common.times import stamp
 from reginamq.store import Store
 
@@ -90,9 +92,26 @@ async def status(store: Store) -> dict:
         "dlqDepth": sum(r["dlq_depth"] for r in queues),
         "throughput": {"windowSeconds": THROUGHPUT_WINDOW_SECONDS, **_rates(recent, THROUGHPUT_WINDOW_SECONDS)},
         "statsRefreshedAt": stamp(refreshed),
-        # the deployment's member databases (docs/shards.md): today the broker's one database
-        "databases": [{**await store.membership.report(), "healthy": True, "partitions": partitions}],
+        "databases": await _databases(store, partitions),
     }
+
+
+async def _databases(store: Store, partitions: int) -> list[dict]:
+    """Each member database of the deployment (docs/shards.md) as status shows it; one database
+    holds all ``partitions``. A member that does not answer is shown unhealthy."""
+    members = store.member_stores()
+    if len(members) == 1:
+        return [{**await members[0].membership.report(), "healthy": True, "partitions": partitions}]
+
+    async def member(ordinal: int, member_store: Store) -> dict:
+        try:
+            held = sum(row["partitions"] for row in await member_store.statistics.queues(None))
+            return {**await member_store.membership.report(), "healthy": True, "partitions": held}
+        except Unavailable:
+            return {"id": None, "ordinal": ordinal, "catalog": ordinal == 0, "sizeBytes": None,
+                    "connections": None, "transactionsCommitted": None, "healthy": False, "partitions": None}
+
+    return list(await asyncio.gather(*(member(ordinal, each) for ordinal, each in enumerate(members))))
 
 
 async def queues(store: Store, limit: int, offset: int) -> dict:

@@ -27,6 +27,7 @@ from reginamq.engine.spool import Spool
 from reginamq.engine.waiters import Waiters
 from reginamq.store import Store
 from reginamq.store.database import Database
+from reginamq.store.sharded import ShardedStore
 
 log = logging.getLogger("reginamq.broker")
 
@@ -35,9 +36,11 @@ class Broker:
     def __init__(self, settings: Settings):
         self.settings = settings
         # Parallel retention workers of the elected process take connections of their own.
-        self.database = Database(settings.database_url or "",
-                                 settings.pool_size + settings.retention_parallelism - 1)
-        self.store = Store(self.database)
+        size = settings.pool_size + settings.retention_parallelism - 1
+        self.databases = [Database(url, size) for url in settings.database_urls or [""]]
+        self.database = self.databases[0]
+        # several member databases (docs/shards.md): the same families, routed over them
+        self.store = Store(self.database) if len(self.databases) == 1 else ShardedStore(self.databases)
         self.hot = HotPartitions()
         self.policies = GroupPolicies()
         self.autopilot = Autopilot()
@@ -64,7 +67,10 @@ class Broker:
     async def start(self) -> None:
         if not self.settings.database_url:
             raise RuntimeError("no database URL: start through `reginamq serve`")
-        await self.database.open()
+        for database in self.databases:
+            await database.open()
+        if isinstance(self.store, ShardedStore):
+            await self.store.join()
         if not self.sealer.has_key:
             encrypted = frozenset()
             with contextlib.suppress(Unavailable):  # the database may be away: the spool copes
@@ -80,7 +86,8 @@ class Broker:
         await self.lease_watcher.stop()
         await self.waiters.stop()
         await self.spool.stop()
-        await self.database.close()
+        for database in self.databases:
+            await database.close()
 
     async def healthy(self) -> bool:
-        return await self.database.healthy()
+        return all([await database.healthy() for database in self.databases])

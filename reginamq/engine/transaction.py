@@ -137,7 +137,7 @@ async def _apply(tx: Store, prepared, sealer: Sealer) -> tuple:
     ack_batch, push_batch, _layout, leases, kv_ops, timer_ops = prepared
     kv_results = await kv.apply(tx, kv_ops)
     timer_results = await timers.apply(tx, timer_ops)
-    if leases and await tx.messages.live_leases(leases) != len(leases):
+    if leases and len(await tx.messages.live_leases(leases)) != len(leases):
         raise Rollback("lease_expired", "a required lease is invalid or expired")
     ack_results = await acks.write(tx, ack_batch)
     refused = next((r for r in ack_results if not r["success"]), None)

@@ -111,6 +111,11 @@ class Store:
         self.directory = Directory(executor)
         self.provisioning = Provisioning(executor)
 
+    def member_stores(self) -> list[Store]:
+        """The store of each member database, in ordinal order: this one alone (a deployment of
+        several is :class:`.sharded.ShardedStore`'s)."""
+        return [self]
+
     async def atomically(self, work: Callable[[Store], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction, committed when
         ``work`` returns and rolled back when it raises; retried as a whole on a deadlock."""

@@ -54,6 +54,20 @@ def shared_buffers_mb(memory: int) -> int:
     return max(128, min(memory // 4 >> 20, 2048))
 
 
+def shard_data_dir(data_dir: Path, shard: int) -> Path:
+    """The folder of embedded server ``shard`` of ``reginamq serve --shards N``: the first is
+    ``data_dir`` itself (so a single server's data becomes the catalog), the others beside it."""
+    return data_dir if shard == 0 else data_dir.with_name(f"{data_dir.name}-shard{shard}")
+
+
+def shard_settings(settings: dict[str, str], shards: int) -> dict[str, str]:
+    """``settings`` of each of ``shards`` embedded servers on one machine: they share its memory,
+    so each one's buffer pool is its share unless the settings say otherwise."""
+    if shards == 1 or "shared_buffers" in settings:
+        return settings
+    return {"shared_buffers": f"{max(128, shared_buffers_mb(machine_memory()) // shards)}MB", **settings}
+
+
 POSTGRES_BIN_PATH = _bin_path()
 SYSTEM_USER = "embedded_postgres"
 SOCKET_NAME = ".s.PGSQL.5432"

@@ -28,6 +28,7 @@ import uuid
 from collections import defaultdict
 
 from reginamq.store import Store
+from reginamq.store.database import Database
 from reginamq.store.members import Deployment, home_of, place
 from reginamq.store.two_phase import Joined, TwoPhase
 
@@ -38,13 +39,20 @@ KEPT_NAMES = 1_000_000
 
 
 class Homes:
-    def __init__(self, deployment: Deployment):
-        self._numbers_from = deployment.numbers_from
-        self._member_ids = [member.id for member in deployment.members]
-        self.stores = [Store(member.database) for member in deployment.members]
-        self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
+    """Over ``databases``, the members in ordinal order; usable once :meth:`join` was told the
+    deployment they make up."""
+
+    def __init__(self, databases: list[Database]):
+        self.stores = [Store(database) for database in databases]
+        self.coordinator = TwoPhase(dict(enumerate(databases)))
+        self._numbers_from = 0
+        self._member_ids: list[uuid.UUID] = []
         self._listed: dict[Name, uuid.UUID] = {}
         self._queues: set[str] = set()  # known to exist on every member
+
+    def join(self, deployment: Deployment) -> None:
+        self._numbers_from = deployment.numbers_from
+        self._member_ids = [member.id for member in deployment.members]
 
     def of_id(self, partition_id: str | uuid.UUID) -> int:
         """The ordinal of the member holding partition ``partition_id``."""
@@ -97,7 +105,7 @@ class Homes:
                     await (await joined.store(ordinal)).provisioning.create_queues(list(ids), options,
                                                                                    list(ids.values()))
 
-            await self._coordinator.atomically(create)
+            await self.coordinator.atomically(create)
         self._queues.update(unknown)
 
     async def _list(self, new: list[Name]) -> dict[Name, uuid.UUID]:

@@ -186,14 +186,15 @@ def _named(database: Database) -> str:
     return f"database {urlsplit(database.dsn).path.lstrip('/') or '(default)'} on {where(database.dsn)}"
 
 
-async def check_deployment(urls: list[str]) -> list[uuid.UUID]:
+async def check_deployment(urls: list[str]) -> list[str]:
     """:func:`join_up` over pools of its own: what ``reginamq serve`` runs once, after the
-    schema and before its workers start. Returns the members' ids in ordinal order."""
+    schema and before its workers start. Returns ``urls`` in the members' ordinal order, the
+    order in which the workers are given them."""
     databases = [Database(url, 2) for url in urls]
     try:
         for database in databases:
             await database.open()
-        return [member.id for member in (await join_up(databases)).members]
+        return [member.database.dsn for member in (await join_up(databases)).members]
     finally:
         for database in databases:
             await database.close()

@@ -40,7 +40,7 @@ ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, rele
            f"{split_names('$5')}, $6)")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
 LIVE_LEASES_SQL = (
-    "SELECT count(DISTINCT lease_id) FROM rq_consumers "
+    "SELECT DISTINCT lease_id::text FROM rq_consumers "
     "WHERE lease_id = ANY($1::uuid[]) AND span_end IS NOT NULL AND lease_expires_at > now()"
 )
 PARTITION_IDS_SQL = (
@@ -164,9 +164,9 @@ class Messages(Family):
         (``renewed`` 0 for an unknown or expired lease)."""
         return await self._db.fetchrow(EXTEND_SQL, lease_id, seconds)
 
-    async def live_leases(self, lease_ids: list[str]) -> int:
-        """How many of the distinct ``lease_ids`` are live: still leasing a span, not expired."""
-        return await self._db.fetchval(LIVE_LEASES_SQL, lease_ids)
+    async def live_leases(self, lease_ids: list[str]) -> set[str]:
+        """Which of ``lease_ids`` are live: still leasing a span, not expired."""
+        return {row[0] for row in await self._db.fetch(LIVE_LEASES_SQL, lease_ids)}
 
     async def partition_ids(self, queues: list[str], partitions: list[str]) -> list[Row]:
         """``(position, partition id)`` of each (queue, partition) pair that exists, 1-based in

@@ -8,6 +8,8 @@
 - ``queues``: a configure or delete is written on every member, in one unit of
   :meth:`ShardedStore.atomically`, so every member holds the same queues and options or the
   change is nowhere; it is read and announced on the catalog;
+- ``resources`` and ``statistics``: asked of every member and merged (:mod:`.sharded_resources`,
+  :mod:`.sharded_statistics`);
 - ``notices``: heard from every member, a sync sent on every member (:mod:`.sharded_notices`);
 - ``queue_settings``: read from the catalog's pool (every member holds the same);
 - the catalog's families: ``kv``, ``locks``, ``timers``, ``streams``, ``ephemeral``,
@@ -24,13 +26,16 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from reginamq.store import Store
+from reginamq.store.database import Database
 from reginamq.store.homes import Homes
-from reginamq.store.members import Deployment
+from reginamq.store.members import Deployment, MembershipMismatch, join_up
 from reginamq.store.routing import Members, OnMember, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 from reginamq.store.sharded_messages import ShardedMessages
 from reginamq.store.sharded_notices import ShardedNotices
-from reginamq.store.two_phase import Joined, TwoPhase
+from reginamq.store.sharded_resources import ShardedResources
+from reginamq.store.sharded_statistics import ShardedStatistics
+from reginamq.store.two_phase import Joined
 
 T = TypeVar("T")
 CATALOG_FAMILIES = ("kv", "locks", "timers", "streams", "ephemeral", "process_metrics", "membership", "directory",
@@ -75,18 +80,20 @@ class ShardedQueues:
 
 
 class ShardedStore:
-    """The families over ``deployment``'s members, each call on the members' pools; inside
-    :meth:`atomically`, on the unit's transactions."""
+    """The families over ``databases``, the members in ordinal order, each call on the members'
+    pools (inside :meth:`atomically`, on the unit's transactions); usable once :meth:`join`
+    checked the deployment they make up."""
 
-    def __init__(self, deployment: Deployment, homes: Homes | None = None, members: Members | None = None):
-        self._deployment = deployment
-        self.homes = homes or Homes(deployment)
+    def __init__(self, databases: list[Database], homes: Homes | None = None, members: Members | None = None):
+        self._databases = databases
+        self.homes = homes or Homes(databases)
         self._members = members or Pooled(self.homes.stores)
-        self._coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
         self.consumer_groups = ShardedConsumerGroups(self.homes.stores)
         self.notices = ShardedNotices(self.homes.stores, self._members)
         self.messages = ShardedMessages(self.homes, self._members, self.consumer_groups)
-        self.queues = ShardedQueues(self._members, len(deployment.members), self.homes)
+        self.queues = ShardedQueues(self._members, len(databases), self.homes)
+        self.resources = ShardedResources(self.homes, self._members)
+        self.statistics = ShardedStatistics(self.homes, self._members)
         # read only, the same on every member: on the catalog's pool even inside a unit, which
         # therefore joins no member for it
         self.queue_settings = self.homes.stores[0].queue_settings
@@ -94,10 +101,31 @@ class ShardedStore:
             setattr(self, family, getattr(self.homes.stores[0], family) if isinstance(self._members, Pooled)
                     else OnMember(self._members, 0, family))
 
+    def member_stores(self) -> list[Store]:
+        """The store of each member database, on its pool, in ordinal order."""
+        return self.homes.stores
+
+    async def join(self, deployment: Deployment | None = None) -> Deployment:
+        """Checks that the databases are the deployment's members in ordinal order (forming it
+        if they are all new), unless ``deployment`` tells it; the store is usable from then on."""
+        if deployment is None:
+            deployment = await join_up(self._databases)
+            given = [member.database for member in deployment.members]
+            if given != self._databases:
+                raise MembershipMismatch("the member databases were given out of their order; give them as "
+                                         "`reginamq serve` lists them")
+        self.homes.join(deployment)
+        return deployment
+
+    async def recover_transactions(self) -> int:
+        """Finishes what a coordinator left prepared on the members (TwoPhase.recover); answers
+        how many transactions it finished."""
+        return await self.homes.coordinator.recover()
+
     async def atomically(self, work: Callable[[ShardedStore], Awaitable[T]]) -> T:
         """``work`` with a store whose every call runs in one transaction over the members it
         uses: all of them commit when ``work`` returns, or none does (store/two_phase.py)."""
         if isinstance(self._members, Joined):
             return await work(self)
-        return await self._coordinator.atomically(
-            lambda joined: work(ShardedStore(self._deployment, self.homes, joined)))
+        return await self.homes.coordinator.atomically(
+            lambda joined: work(ShardedStore(self._databases, self.homes, joined)))

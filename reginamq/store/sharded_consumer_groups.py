@@ -79,7 +79,8 @@ class ShardedConsumerGroups:
 
     async def delete(self, group: str, queue: str | None, delete_metadata: bool) -> dict[str, Any]:
         rows = await self._everywhere(lambda store: store.consumer_groups.delete(group, queue, delete_metadata))
-        return {column: _sum_known(row[column] for row in rows) for column in ("cursors", "subscriptions")}
+        # cursors are each on one member; a subscription is on every member: counted once
+        return {"cursors": _sum_known(row["cursors"] for row in rows), "subscriptions": rows[0]["subscriptions"]}
 
     async def seek(self, group: str, queue: str, to_end: bool, at: datetime | None) -> dict[str, Any]:
         rows = await self._everywhere(lambda store: store.consumer_groups.seek(group, queue, to_end, at))

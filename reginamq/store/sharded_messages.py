@@ -11,12 +11,14 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
 - **A named group's first pop of a queue** in this process subscribes it on every member, as
   the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`).
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
-  the one with the most hinted partitions first, until one delivers. A lease is therefore
-  always on one member. Each member's backlog sweep keeps its own position here (queue ids
-  are the member's own), so the position the engine passes back is not used.
+  the one with the most hinted partitions first, each asked for what the pop still has room
+  for (messages and partitions), until it is full or every member was asked. One lease may
+  therefore hold partitions on several members. Each member's backlog sweep keeps its own
+  position here (a sweep walks that member's partitions), so the position the engine passes
+  back is not used.
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
-- **Lease renewal and the lease look-ups**: a lease id does not tell its member, so these ask
-  every member and add the answers up (a lease is on one member only).
+- **Lease renewal and the lease look-ups**: a lease id does not tell its members, so these ask
+  every member and put the answers together.
 
 Calls that write go through ``members``: each member's pool, or inside a unit of
 :meth:`ShardedStore.atomically <reginamq.store.sharded.ShardedStore.atomically>` that member's
@@ -42,7 +44,7 @@ from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 
 Row = Sequence[Any]
 # Columns of a pop's rows (Messages.pop)
-_PARTITION_ID, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 6, 8, 9, 11
+_PARTITION_ID, _PAYLOADS, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 5, 6, 8, 9, 11
 
 
 class ShardedMessages:
@@ -83,42 +85,52 @@ class ShardedMessages:
                   subscription_mode: str, subscription_from: datetime | None, sweep_queue: int | None,
                   sweep_name: str | None, may_sweep: bool, hints: list[str], since: datetime | None, scan: bool,
                   conflation: bool | None, report: bool) -> list[Row]:
-        """As :meth:`Messages.pop`, from the first member that delivers (see the header)."""
-        def pop_on(home: int, member_hints: list[str], sweep_from: tuple) -> Awaitable[list[Row]]:
-            return self._pooled[home].pop(queue, partition, namespace, task, group, batch, partitions, auto_ack,
-                                           lease_seconds, lease_id, subscription_mode, subscription_from,
+        """As :meth:`Messages.pop`, over the members in turn (see the header)."""
+        def pop_on(home: int, member_hints: list[str], sweep_from: tuple, room: int, partitions_left: int
+                   ) -> Awaitable[list[Row]]:
+            return self._pooled[home].pop(queue, partition, namespace, task, group, room, partitions_left,
+                                           auto_ack, lease_seconds, lease_id, subscription_mode, subscription_from,
                                            *sweep_from, may_sweep, member_hints, since, scan, conflation, report)
 
         if queue is not None and group != QUEUE_MODE and (queue, group) not in self._subscribed:
             await self._subscribe_everywhere(queue, group, subscription_mode, subscription_from, conflation)
         if queue is not None and partition is not None:
-            return await pop_on(await self._homes.of_name(queue, partition), hints, (sweep_queue, sweep_name))
+            return await pop_on(await self._homes.of_name(queue, partition), hints, (sweep_queue, sweep_name),
+                                batch, partitions)
         hinted: dict[int, list[str]] = defaultdict(list)
         for hint in hints:
             hinted[self._homes.of_id(hint)].append(hint)
         order = sorted(range(len(self._pooled)), key=lambda home: -len(hinted[home]))
         reader = (queue, namespace, task, group)
+        delivered: list[Row] = []
         hints_left: list[str] = []
         swept: bool | None = None
         conflating: bool | None = None
+        room, partitions_left = batch, partitions
         for position, home in enumerate(order):
-            rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)))
+            if room <= 0 or partitions_left <= 0:
+                hints_left += _unasked(hinted, order[position:])
+                break
+            rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room,
+                                partitions_left)
             if not rows:
                 continue
             last = rows[-1]
             if last[_SWEPT] is not None:
                 self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
                 swept = bool(swept) or last[_SWEPT]
-            unasked = _unasked(hinted, order[position + 1:])
-            if last[_PARTITION_ID] is not None:  # delivered, nothing more to say but the hints not asked
-                return [*rows, _trailer(unasked, last[_SWEPT], False)] if unasked else rows
-            hints_left += last[_HINTS_LEFT] or []
-            conflating = last[_CONFLATING] if conflating is None else conflating
-            if len(rows) > 1:  # delivered, and said something
-                return [*rows[:-1], _trailer(hints_left + unasked, last[_SWEPT], conflating)]
-        if not hints_left and swept is None and conflating is None:
+            if last[_PARTITION_ID] is None:  # said something: hints left, the group's policy
+                hints_left += last[_HINTS_LEFT] or []
+                conflating = last[_CONFLATING] if conflating is None else conflating
+                rows = rows[:-1]
+            if rows:
+                delivered += rows
+                conflating = False if conflating is None else conflating  # a queue matched
+                room -= sum(len(row[_PAYLOADS]) for row in rows)
+                partitions_left -= len({row[_PARTITION_ID] for row in rows})
+        if not delivered and not hints_left and swept is None and conflating is None:
             return []
-        return [_trailer(hints_left, swept, conflating)]
+        return [*delivered, _trailer(hints_left, swept, conflating)]
 
     async def _subscribe_everywhere(self, queue: str, group: str, mode: str, start: datetime | None,
                                     conflation: bool | None) -> None:
@@ -153,10 +165,13 @@ class ShardedMessages:
     async def extend_lease(self, lease_id: str, seconds: int) -> Row:
         answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._pooled))
         renewed = [answer for answer in answers if answer[0]]
-        return renewed[0] if renewed else answers[0]
+        if not renewed:
+            return answers[0]
+        return sum(answer[0] for answer in renewed), max(answer[1] for answer in renewed)
 
-    async def live_leases(self, lease_ids: list[str]) -> int:
-        return sum(await asyncio.gather(*(member.live_leases(lease_ids) for member in self._pooled)))
+    async def live_leases(self, lease_ids: list[str]) -> set[str]:
+        found = await asyncio.gather(*(member.live_leases(lease_ids) for member in self._pooled))
+        return set().union(*found)
 
     async def partition_ids(self, queues: list[str], partitions: list[str]) -> list[Row]:
         names = list(zip(queues, partitions, strict=True))

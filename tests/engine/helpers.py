@@ -14,7 +14,7 @@ import orjson
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.engine.push import NEW_QUEUE_OPTIONS, PushItem, pairs, prepare
 from reginamq.store.database import Database
-from reginamq.store.members import Deployment, join_up
+from reginamq.store.members import Deployment
 from reginamq.store.schema import apply_schema
 from reginamq.store.sharded import ShardedStore
 from reginamq.store.sharded_messages import ShardedMessages
@@ -75,8 +75,8 @@ async def leave_prepared(url: str, name: str, statement: str, *args: object) -> 
 async def sharded(database_url: str) -> AsyncIterator[tuple[Deployment, ShardedStore]]:
     """A deployment of three new member databases, and its store."""
     async with member_databases(database_url, 3) as urls, opened(urls) as databases:
-        deployment = await join_up(databases)
-        yield deployment, ShardedStore(deployment)
+        store = ShardedStore(databases)
+        yield await store.join(), store
 
 
 async def push(messages: ShardedMessages, items: list[tuple[str, str, str]]) -> dict[int, str]:
@@ -96,11 +96,11 @@ def columns(items: list[tuple[str, str, str]]) -> tuple:
 
 
 async def pop(messages: ShardedMessages, queue: str, partition: str | None = None, batch: int = 10,
-              group: str = QUEUE_MODE, hints: list[str] | None = None, mode: str = "all"):
+              group: str = QUEUE_MODE, hints: list[str] | None = None, mode: str = "all", partitions: int = 1):
     """One pop (subscription ``mode`` for a named group's first); answers (lease id,
     [(partition id, partition name, transactionId)], trailer)."""
     lease_id = str(uuid.uuid4())
-    rows = await messages.pop(queue, partition, None, None, group, batch, 1, False, 30, lease_id, mode, None,
+    rows = await messages.pop(queue, partition, None, None, group, batch, partitions, False, 30, lease_id, mode, None,
                               None, None, True, hints or [], None, True, None, False)
     trailer = rows.pop() if rows and rows[-1][1] is None else None
     delivered = [(row[1], row[2], orjson.loads(b"{" + fragment + b"}")["transactionId"])

@@ -38,26 +38,28 @@ async def test_new_databases_form_one_deployment_in_the_order_given(database_url
         for database in databases:
             assert (await Store(database).membership.state()).members == ids
         # another broker, given the same databases in another order, finds the same deployment
+        # and serves them in their ordinal order
         reordered = [urls[2], urls[0], urls[1]]
-        assert await check_deployment(reordered) == ids
+        assert await check_deployment(reordered) == urls
 
 
 async def test_brokers_forming_at_once_form_one_deployment(database_url):
     async with member_databases(database_url, 3) as urls:
         orders = [urls, urls[::-1], [urls[1], urls[2], urls[0]], urls]
         formed = await asyncio.gather(*(check_deployment(order) for order in orders))
-        assert all(ids == formed[0] for ids in formed)
-        assert sorted(formed[0]) == sorted(await own_ids(urls))
+        assert all(order == formed[0] for order in formed)
+        assert sorted(formed[0]) == sorted(urls)
         async with opened(urls) as databases:
             lists = [(await Store(database).membership.state()).members for database in databases]
-        assert lists == [formed[0]] * 3
+        assert lists == [await own_ids(formed[0])] * 3
 
 
 async def test_one_database_forms_a_deployment_of_one_and_keeps_it(database_url):
     async with member_databases(database_url, 1) as urls:
-        first = await check_deployment(urls)
-        assert first == await own_ids(urls)
-        assert await check_deployment(urls) == first
+        assert await check_deployment(urls) == urls
+        async with opened(urls) as [database]:
+            assert (await Store(database).membership.state()).members == await own_ids(urls)
+        assert await check_deployment(urls) == urls
 
 
 async def test_a_database_outside_the_deployment_is_refused(database_url):

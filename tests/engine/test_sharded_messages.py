@@ -16,7 +16,6 @@ from reginamq.common.errors import Unavailable
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store import Store
 from reginamq.store.database import Database
-from reginamq.store.homes import Homes
 from reginamq.store.members import Deployment, place
 from reginamq.store.sharded import ShardedStore
 from tests.engine.helpers import ack, columns, pop, push, sharded
@@ -38,7 +37,7 @@ async def test_each_partition_lives_on_the_one_member_its_id_and_name_tell(datab
         names = [name for partitions in held for name in partitions]
         assert sorted(names) == sorted(f"customer-{n}" for n in range(60))  # each on exactly one member
         assert all(held), "every member holds some of the 60 partitions"
-        homes = Homes(deployment)
+        homes = store.homes
         for ordinal, partitions in enumerate(held):
             for name, partition_id in partitions.items():
                 assert place("orders", name, ids) == ordinal
@@ -65,7 +64,7 @@ async def test_duplicates_answer_the_items_of_the_request_across_members(databas
 
 
 async def test_pops_deliver_every_message_once_in_order_and_acks_reach_each_member(database_url):
-    async with sharded(database_url) as (deployment, store):
+    async with sharded(database_url) as (_deployment, store):
         messages = store.messages
         items = [("jobs", f"p{n % 24}", f"t{n:03}") for n in range(240)]
         await push(messages, items)
@@ -87,7 +86,7 @@ async def test_pops_deliver_every_message_once_in_order_and_acks_reach_each_memb
             assert sum(row[7] for row in answered if row[7] is not None) == len(delivered)
         for name in {name for _, name, _ in items}:
             assert seen[name] == [txid for _, item_name, txid in items if item_name == name]
-        homes = Homes(deployment)
+        homes = store.homes
         assert {homes.of_id(partition_id) for partition_id in homes_delivered} == {0, 1, 2}
 
 
@@ -95,7 +94,7 @@ async def test_hints_lead_the_pop_to_the_member_that_holds_them(database_url):
     async with sharded(database_url) as (deployment, store):
         messages = store.messages
         await push(messages, [("h", f"p{n}", f"t{n}") for n in range(30)])
-        homes = Homes(deployment)
+        homes = store.homes
         on_third = sorted((await partitions_on(deployment.members[2].database, "h")).values())[:2]
         on_catalog = sorted((await partitions_on(deployment.members[0].database, "h")).values())[:1]
         rows = await messages.pop("h", None, None, None, QUEUE_MODE, 1, 1, False, 30, str(uuid.uuid4()), "all",
@@ -115,7 +114,7 @@ async def test_lease_renewal_and_live_leases_find_the_member_of_the_lease(databa
             lease_id, delivered, _ = await pop(messages, "l", f"p{n}")
             assert delivered
             leases.append(lease_id)
-        assert await messages.live_leases(leases) == 9
+        assert await messages.live_leases(leases) == set(leases)
         renewed, expires_at = await messages.extend_lease(leases[4], 300)
         assert renewed == 1 and expires_at is not None
         renewed, _ = await messages.extend_lease(str(uuid.uuid4()), 300)
@@ -132,7 +131,9 @@ async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
         away = Database("postgresql://127.0.0.1:1/nowhere", 1)
         down = Deployment([replace(member, database=away) if member.ordinal == 2 else member
                            for member in deployment.members], deployment.numbers_from)
-        crippled = ShardedStore(down).messages
+        crippled_store = ShardedStore([member.database for member in down.members])
+        await crippled_store.join(down)
+        crippled = crippled_store.messages
         await crippled.push(*columns([("d", name, f"second-{name}") for name in on[0] + on[1]]))
         with pytest.raises(Unavailable):
             await crippled.push(*columns([("d", name, f"third-{name}") for name in names]))
@@ -142,3 +143,20 @@ async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
         assert [txid for _, _, txid in delivered] == [f"first-{on[2][0]}"]
         again = await push(messages, [("d", name, f"third-{name}") for name in names])
         assert sorted(again) == [index for index, name in enumerate(names) if name not in on[2]]
+
+
+async def test_a_pop_with_room_left_takes_from_the_next_member_under_one_lease(database_url):
+    async with sharded(database_url) as (deployment, store):
+        messages = store.messages
+        ids = [member.id for member in deployment.members]
+        on_member = {place("r", f"p{n}", ids): f"p{n}" for n in range(40)}
+        await push(messages, [("r", on_member[ordinal], f"t{ordinal}-{k}") for ordinal in range(3) for k in range(4)])
+        lease_id, delivered, _ = await pop(messages, "r", batch=10, partitions=3)
+        assert len(delivered) == 10 and len({partition_id for partition_id, _, _ in delivered}) == 3
+        assert {store.homes.of_id(partition_id) for partition_id, _, _ in delivered} == {0, 1, 2}
+        renewed, _ = await messages.extend_lease(lease_id, 120)
+        assert renewed == 3, "the lease holds a partition on each member"
+        assert await messages.live_leases([lease_id]) == {lease_id}
+        answered = await ack(messages, lease_id, delivered)
+        assert sum(row[7] for row in answered if row[7] is not None) == 10
+        assert await messages.live_leases([lease_id]) == set()
