@@ -58,7 +58,9 @@ class Homes:
         """The ordinal of the member holding partition ``partition_id``."""
         if isinstance(partition_id, str):
             partition_id = uuid.UUID(partition_id)
-        return home_of(partition_id, self._numbers_from)
+        home = home_of(partition_id, self._numbers_from)
+        # an id whose number names no member is a partition no member holds: ask the catalog
+        return home if home < len(self.stores) else 0
 
     async def of_name(self, queue: str, partition: str) -> int:
         """The ordinal of the member that holds, or will hold, partition ``partition`` of

@@ -8,8 +8,11 @@
 - ``queues``: a configure or delete is written on every member, in one unit of
   :meth:`ShardedStore.atomically`, so every member holds the same queues and options or the
   change is nowhere; it is read and announced on the catalog;
-- ``resources`` and ``statistics``: asked of every member and merged (:mod:`.sharded_resources`,
-  :mod:`.sharded_statistics`);
+- ``resources``, ``statistics``, ``dead_letters``, ``message_admin``, ``traces`` and ``reads``:
+  a call naming a partition goes to its home; one over a queue or everything asks every member
+  and merges the answers into what one database holding all their rows would answer
+  (:mod:`.sharded_resources`, :mod:`.sharded_statistics`, :mod:`.sharded_dead_letters`,
+  :mod:`.sharded_message_admin`, :mod:`.sharded_traces`, :mod:`.sharded_reads`);
 - ``notices``: heard from every member, a sync sent on every member (:mod:`.sharded_notices`);
 - ``queue_settings``: read from the catalog's pool (every member holds the same);
 - the catalog's families: ``kv``, ``locks``, ``timers``, ``streams``, ``ephemeral``,
@@ -31,10 +34,14 @@ from reginamq.store.homes import Homes
 from reginamq.store.members import Deployment, MembershipMismatch, join_up
 from reginamq.store.routing import Members, OnMember, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
+from reginamq.store.sharded_dead_letters import ShardedDeadLetters
+from reginamq.store.sharded_message_admin import ShardedMessageAdmin
 from reginamq.store.sharded_messages import ShardedMessages
 from reginamq.store.sharded_notices import ShardedNotices
+from reginamq.store.sharded_reads import ShardedReads
 from reginamq.store.sharded_resources import ShardedResources
 from reginamq.store.sharded_statistics import ShardedStatistics
+from reginamq.store.sharded_traces import ShardedTraces
 from reginamq.store.two_phase import Joined
 
 T = TypeVar("T")
@@ -94,6 +101,10 @@ class ShardedStore:
         self.queues = ShardedQueues(self._members, len(databases), self.homes)
         self.resources = ShardedResources(self.homes, self._members)
         self.statistics = ShardedStatistics(self.homes, self._members)
+        self.dead_letters = ShardedDeadLetters(self.homes, self._members)
+        self.message_admin = ShardedMessageAdmin(self.homes, self._members)
+        self.traces = ShardedTraces(self.homes, self._members)
+        self.reads = ShardedReads(self.homes, self._members)
         # read only, the same on every member: on the catalog's pool even inside a unit, which
         # therefore joins no member for it
         self.queue_settings = self.homes.stores[0].queue_settings

@@ -18,13 +18,12 @@ has not popped yet still starts it where the others do). So:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 from reginamq.store import Store
 from reginamq.store.database import Row
+from reginamq.store.merging import earliest, latest, on_every
 
 T = TypeVar("T")
 _SUMMED = ("partitions", "cursors", "leased", "partitions_with_lag", "total_lag")
@@ -34,18 +33,9 @@ class ShardedConsumerGroups:
     def __init__(self, stores: list[Store]):
         self._stores = stores
 
-    async def _everywhere(self, call: Callable[[Store], Awaitable[T]]) -> list[T]:
-        """``call`` on every member's pool, concurrently; a member's failure is raised once every
-        call finished."""
-        answers = await asyncio.gather(*(call(store) for store in self._stores), return_exceptions=True)
-        for answer in answers:
-            if isinstance(answer, BaseException):
-                raise answer
-        return answers
-
     async def summaries(self, group: str | None, queue: str | None) -> list[dict[str, Any]]:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
-        for rows in await self._everywhere(lambda store: store.consumer_groups.summaries(group, queue)):
+        for rows in await on_every(self._stores, lambda store: store.consumer_groups.summaries(group, queue)):
             for row in rows:
                 key = (row["group_name"], row["queue_name"])
                 if key not in merged:
@@ -56,14 +46,14 @@ class ShardedConsumerGroups:
                     into[column] += row[column]
                 for column in ("subscription_mode", "subscription_from", "subscribed_at"):
                     into[column] = into[column] if into[column] is not None else row[column]
-                into["oldest_pending_at"] = _least(into["oldest_pending_at"], row["oldest_pending_at"])
-                into["max_time_lag"] = _greatest(into["max_time_lag"], row["max_time_lag"])
+                into["oldest_pending_at"] = earliest((into["oldest_pending_at"], row["oldest_pending_at"]))
+                into["max_time_lag"] = latest((into["max_time_lag"], row["max_time_lag"]))
                 into["conflation"] = bool(into["conflation"]) or bool(row["conflation"])
         return [merged[key] for key in sorted(merged)]
 
     async def partition_pages(self, group: str, queue: str | None, limit: int, offset: int) -> list[Row]:
-        pages = await self._everywhere(lambda store: store.consumer_groups.partition_pages(group, queue,
-                                                                                           limit + offset, 0))
+        pages = await on_every(self._stores,
+                               lambda store: store.consumer_groups.partition_pages(group, queue, limit + offset, 0))
         rows = sorted((row for page in pages for row in page), key=lambda row: (row["queue_name"],
                                                                                 row["partition_name"]))
         per_queue: dict[str, list[Row]] = {}
@@ -72,25 +62,25 @@ class ShardedConsumerGroups:
         return [row for name in sorted(per_queue) for row in per_queue[name][offset:offset + limit]]
 
     async def reads_queue(self, queue_id: int, group: str) -> bool:
-        return any(await self._everywhere(lambda store: store.consumer_groups.reads_queue(queue_id, group)))
+        return any(await on_every(self._stores, lambda store: store.consumer_groups.reads_queue(queue_id, group)))
 
     async def conflates(self, queue_id: int, group: str) -> bool:
-        return any(await self._everywhere(lambda store: store.consumer_groups.conflates(queue_id, group)))
+        return any(await on_every(self._stores, lambda store: store.consumer_groups.conflates(queue_id, group)))
 
     async def delete(self, group: str, queue: str | None, delete_metadata: bool) -> dict[str, Any]:
-        rows = await self._everywhere(lambda store: store.consumer_groups.delete(group, queue, delete_metadata))
+        rows = await on_every(self._stores, lambda store: store.consumer_groups.delete(group, queue, delete_metadata))
         # cursors are each on one member; a subscription is on every member: counted once
         return {"cursors": _sum_known(row["cursors"] for row in rows), "subscriptions": rows[0]["subscriptions"]}
 
     async def seek(self, group: str, queue: str, to_end: bool, at: datetime | None) -> dict[str, Any]:
-        rows = await self._everywhere(lambda store: store.consumer_groups.seek(group, queue, to_end, at))
+        rows = await on_every(self._stores, lambda store: store.consumer_groups.seek(group, queue, to_end, at))
         updated = [row["updated"] for row in rows if row["updated"] is not None]
         reading = [count for count in updated if count >= 0]
         return {"updated": None if not updated else sum(reading) if reading else -1,
                 "created": _sum_known(row["created"] for row in rows)}
 
     async def subscribe(self, group: str, queue: str | None, mode: str, start: datetime | None) -> list[Row]:
-        answers = await self._everywhere(lambda store: store.consumer_groups.subscribe(group, queue, mode, start))
+        answers = await on_every(self._stores, lambda store: store.consumer_groups.subscribe(group, queue, mode, start))
         return max(answers, key=len)
 
     async def subscribe_everywhere(self, queue_id: int, group: str, mode: str, start: datetime | None,
@@ -103,15 +93,8 @@ class ShardedConsumerGroups:
         stored = await catalog.subscription(queue_id, group)
         if stored is None:  # the queue was deleted meanwhile
             return
-        await self._everywhere(lambda store: store.consumer_groups.register([queue_id], group, *stored))
+        await on_every(self._stores, lambda store: store.consumer_groups.register([queue_id], group, *stored))
 
-
-def _least(a, b):
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _greatest(a, b):
-    return b if a is None else a if b is None else max(a, b)
 
 
 def _sum_known(values) -> int | None:

@@ -38,6 +38,7 @@ from typing import Any
 
 from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
+from reginamq.store.merging import everywhere
 from reginamq.store.messages import Messages
 from reginamq.store.routing import Members
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
@@ -78,7 +79,7 @@ class ShardedMessages:
                 [fragments[item] for item in mine], new_queue_options, enforce_max_size)
             return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
 
-        return await _gathered({home: push_to(home, mine) for home, mine in items.items()})
+        return _joined(await everywhere(push_to(home, mine) for home, mine in items.items()))
 
     async def pop(self, queue: str | None, partition: str | None, namespace: str | None, task: str | None,
                   group: str, batch: int, partitions: int, auto_ack: bool, lease_seconds: int, lease_id: str,
@@ -160,7 +161,7 @@ class ShardedMessages:
                 [statuses[item] for item in mine], [errors[item] for item in mine])
             return [(mine[row[0]], *row[1:]) if row[0] is not None else tuple(row) for row in rows]
 
-        return await _gathered({home: ack_on(home, mine) for home, mine in items.items()})
+        return _joined(await everywhere(ack_on(home, mine) for home, mine in items.items()))
 
     async def extend_lease(self, lease_id: str, seconds: int) -> Row:
         answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._pooled))
@@ -186,7 +187,7 @@ class ShardedMessages:
                                                            [partitions[p - 1] for p in mine])
             return [(mine[row[0] - 1], row[1]) for row in rows]
 
-        return sorted(await _gathered({home: ids_on(home, mine) for home, mine in positions.items()}))
+        return sorted(_joined(await everywhere(ids_on(home, mine) for home, mine in positions.items())))
 
     async def expired_leases(self, limit: int) -> list[Row]:
         found = await asyncio.gather(*(member.expired_leases(limit) for member in self._pooled))
@@ -203,11 +204,5 @@ def _trailer(hints_left: list[str], swept: bool | None, conflating: bool | None)
     return (None, None, None, None, None, [], None, None, swept, hints_left, None, conflating)
 
 
-async def _gathered(calls: dict[int, Awaitable[list[Row]]]) -> list[Row]:
-    """The rows of every member's call, run concurrently; when one fails, the others finish
-    and the first failure is raised."""
-    answers = await asyncio.gather(*calls.values(), return_exceptions=True)
-    for answer in answers:
-        if isinstance(answer, BaseException):
-            raise answer
+def _joined(answers: list[list[Row]]) -> list[Row]:
     return [row for rows in answers for row in rows]

@@ -22,8 +22,7 @@ row. A page of partitions (or of their depth) is spread: each member is asked fo
 the page one database gives. Names are compared by code point, which is PostgreSQL's ``COLLATE "C"`` order.
 
 Merged rows are dicts (the callers read rows by column name), and so is every row answered, so
-that a caller never sees which of the two it got. :func:`fan_out`, :func:`sums` and
-:func:`by_name` are shared with the ``statistics`` family (sharded_statistics.py).
+that a caller never sees which of the two it got.
 
 As on one database, a page and its count are separate reads; so are the members' parts of one
 answer.
@@ -32,16 +31,15 @@ answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reginamq.store import Store
 from reginamq.store.database import Row
 from reginamq.store.homes import Homes
+from reginamq.store.merging import Merged, by_name, latest, on_every, sums
 from reginamq.store.routing import Members
 
 T = TypeVar("T")
-Merged = dict[str, Any]
 # Columns of the SQL's rows that are summed over members.
 PARTITION_FIGURES = ("partitions", "messages", "pending")
 QUEUE_FIGURES = (*PARTITION_FIGURES, "dlq", "expired")
@@ -56,10 +54,10 @@ class ShardedResources:
         self._stores = homes.stores
 
     async def overview(self) -> Merged:
-        rows = await fan_out(self._stores, lambda store: store.resources.overview())
+        rows = await on_every(self._stores, lambda store: store.resources.overview())
         merged = dict(rows[0])  # the catalog's: queues, namespaces, tasks and ``at``
         merged.update(sums(rows, OVERVIEW_FIGURES))
-        merged["last_write_at"] = _latest(row["last_write_at"] for row in rows)
+        merged["last_write_at"] = latest(row["last_write_at"] for row in rows)
         if _held_by_several(rows, "subscriptions"):
             pairs = await self._subscriptions(None)
             merged["consumer_groups"] = len({group for _, group in pairs})
@@ -71,15 +69,15 @@ class ShardedResources:
 
     async def queue_page(self, namespace: str | None, task: str | None, search: str | None, limit: int,
                          offset: int) -> list[Merged]:
-        pages = await fan_out(self._stores,
-                              lambda store: store.resources.queue_page(namespace, task, search, limit, offset))
+        pages = await on_every(self._stores,
+                               lambda store: store.resources.queue_page(namespace, task, search, limit, offset))
         return list(await asyncio.gather(*(self._queue_row(rows) for rows in by_name(pages, "name"))))
 
     async def queue_count(self, namespace: str | None, task: str | None, search: str | None) -> int:
         return await self._stores[0].resources.queue_count(namespace, task, search)
 
     async def queue(self, queue: str) -> Merged | None:
-        rows = await fan_out(self._stores, lambda store: store.resources.queue(queue))
+        rows = await on_every(self._stores, lambda store: store.resources.queue(queue))
         if rows[0] is None:
             return None
         return await self._queue_row([row for row in rows if row is not None])
@@ -91,15 +89,15 @@ class ShardedResources:
         return await self._stores[0].resources.queue_id(queue)
 
     async def partition_page(self, queue: str | None, search: str | None, limit: int, offset: int) -> list[Merged]:
-        pages = await fan_out(self._stores,
-                              lambda store: store.resources.partition_page(queue, search, offset + limit, 0))
+        pages = await on_every(self._stores,
+                               lambda store: store.resources.partition_page(queue, search, offset + limit, 0))
         return _page(pages, lambda row: (row["queue_name"], row["name"]), limit, offset)
 
     async def partition_count(self, queue: str | None, search: str | None) -> int:
-        return sum(await fan_out(self._stores, lambda store: store.resources.partition_count(queue, search)))
+        return sum(await on_every(self._stores, lambda store: store.resources.partition_count(queue, search)))
 
     async def groupings(self, by_task: bool) -> list[Merged]:
-        answers = await fan_out(self._stores, lambda store: store.resources.groupings(by_task))
+        answers = await on_every(self._stores, lambda store: store.resources.groupings(by_task))
         merged = []
         for rows in by_name(answers, "name"):
             row = dict(rows[0])  # the catalog's: the queues
@@ -108,19 +106,19 @@ class ShardedResources:
         return merged
 
     async def depth_totals(self, queue_id: int, group: str | None) -> Merged:
-        rows = await fan_out(self._stores, lambda store: store.resources.depth_totals(queue_id, group))
+        rows = await on_every(self._stores, lambda store: store.resources.depth_totals(queue_id, group))
         return sums(rows, DEPTH_FIGURES)
 
     async def depth_page(self, queue_id: int, group: str | None, limit: int, offset: int) -> list[Merged]:
-        pages = await fan_out(self._stores,
-                              lambda store: store.resources.depth_page(queue_id, group, offset + limit, 0))
+        pages = await on_every(self._stores,
+                               lambda store: store.resources.depth_page(queue_id, group, offset + limit, 0))
         return _page(pages, lambda row: (-row["pending"], row["partition_name"]), limit, offset)
 
     async def _queue_row(self, rows: list[Row]) -> Merged:
         """One queue's row over the members that answered it, the catalog's first."""
         merged = dict(rows[0])  # the catalog's: id, names, options, creation and update
         merged.update(sums(rows, QUEUE_FIGURES))
-        merged["last_write_at"] = _latest(row["last_write_at"] for row in rows)
+        merged["last_write_at"] = latest(row["last_write_at"] for row in rows)
         if _held_by_several(rows, "consumer_groups"):
             merged["consumer_groups"] = len(await self._subscriptions(merged["name"]))
         else:
@@ -130,43 +128,15 @@ class ShardedResources:
     async def _subscriptions(self, queue: str | None) -> set[tuple[str, str]]:
         """The (queue, group) pairs any member holds a subscription of, on ``queue`` or every
         queue (a group that only has cursors left is no subscription)."""
-        answers = await fan_out(self._stores, lambda store: store.consumer_groups.summaries(None, queue))
+        answers = await on_every(self._stores, lambda store: store.consumer_groups.summaries(None, queue))
         return {(row["queue_name"], row["group_name"]) for rows in answers for row in rows
                 if row["subscription_mode"] is not None}
-
-
-async def fan_out(stores: list[Store], call: Callable[[Store], Awaitable[T]]) -> list[T]:
-    """``call`` on every member's pool concurrently, the answers in ordinal order (the
-    catalog's first)."""
-    return list(await asyncio.gather(*(call(store) for store in stores)))
-
-
-def sums(rows: Iterable[Row], columns: Iterable[str]) -> Merged:
-    """Each of ``columns`` summed over ``rows``."""
-    rows = list(rows)
-    return {column: sum(row[column] for row in rows) for column in columns}
-
-
-def _latest(instants: Iterable[Any]) -> Any:
-    """The latest of ``instants`` that are known; ``None`` when none is."""
-    return max((instant for instant in instants if instant is not None), default=None)
 
 
 def _held_by_several(rows: Sequence[Row], column: str) -> bool:
     """Whether more than one member counts something in ``column``: only then may their counts
     overlap."""
     return sum(1 for row in rows if row[column]) > 1
-
-
-def by_name(answers: list[list[Row]], column: str) -> list[list[Row]]:
-    """The members' rows of each name in ``column``, in the catalog's order: for rows every
-    member has alike (a queue, a namespace), each member's answer holding the same names."""
-    named: dict[str, list[Row]] = {row[column]: [] for row in answers[0]}
-    for rows in answers:
-        for row in rows:
-            if row[column] in named:
-                named[row[column]].append(row)
-    return list(named.values())
 
 
 def _page(answers: list[list[Row]], key: Callable[[Row], Any], limit: int, offset: int) -> list[Merged]:
