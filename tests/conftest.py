@@ -79,9 +79,17 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> No
     raise RuntimeError("broker did not become healthy in time")
 
 
+# REGINAMQ_TEST_SHARDS=N (N > 1): the session's brokers serve the session's database and N - 1
+# more of its PostgreSQL as the member databases of one deployment (docs/shards.md), and what a
+# test reads or changes directly in the session's database it does on every member (``db``).
+SHARDS = int(os.environ.get("REGINAMQ_TEST_SHARDS", "1"))
+MEMBERS: dict[str, list[str]] = {}  # the session's database → its deployment's members
+
+
 def start_broker(database_url: str, workers: int = 2, extra_env: dict | None = None,
                  log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    database_url = " ".join(MEMBERS.get(database_url, [database_url]))
     env = {**os.environ, "REGINAMQ_DATABASE_URL": database_url, "REGINAMQ_MAINTENANCE_INTERVAL": "0.3",
            "REGINAMQ_SPOOL_DIR": spool_dir(), **(extra_env or {})}
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
@@ -215,6 +223,8 @@ def database_url():
     server = EmbeddedPostgres(folder / "pgdata")
     url = server.start()
     asyncio.run(apply_schema(url))
+    if SHARDS > 1:
+        MEMBERS[url] = [url, *(create_database(url, "shard") for _ in range(SHARDS - 1))]
     try:
         yield url
     finally:
@@ -222,18 +232,10 @@ def database_url():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def served_databases(database_url: str) -> str:
-    """What the session's brokers serve: the session's database, and with REGINAMQ_TEST_SHARDS=N
-    (N > 1) N - 1 more databases of the session's PostgreSQL beside it, as member databases of
-    one deployment (docs/shards.md), space-separated."""
-    shards = int(os.environ.get("REGINAMQ_TEST_SHARDS", "1"))
-    return " ".join([database_url, *(create_database(database_url, "shard") for _ in range(shards - 1))])
-
-
 @pytest.fixture(scope="session")
 def broker_url(database_url, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("broker") / "broker.log"
-    process, url = start_broker(served_databases(database_url), log_path=log_path)
+    process, url = start_broker(database_url, log_path=log_path)
     try:
         yield url
     finally:
@@ -314,11 +316,45 @@ async def opened_store(url: str):
         await database.close()
 
 
+class EveryMember:
+    """Connections to every member database (REGINAMQ_TEST_SHARDS), used as one: a statement runs
+    on each; rows are put together, counts added up, a condition holds when it holds on every
+    member, any other single value is the first found."""
+
+    def __init__(self, connections: list[asyncpg.Connection]):
+        self._connections = connections
+
+    async def execute(self, sql: str, *args) -> str:
+        """The command's status with the rows of every member counted: ``UPDATE 3``."""
+        statuses = [await conn.execute(sql, *args) for conn in self._connections]
+        verb, _, count = statuses[0].rpartition(" ")
+        if not count.isdigit():
+            return statuses[0]
+        return f"{verb} {sum(int(status.rpartition(' ')[2]) for status in statuses)}"
+
+    async def fetch(self, sql: str, *args) -> list:
+        return [row for conn in self._connections for row in await conn.fetch(sql, *args)]
+
+    async def fetchrow(self, sql: str, *args):
+        return next((row for row in await self.fetch(sql, *args)), None)
+
+    async def fetchval(self, sql: str, *args):
+        values = [value for conn in self._connections if (value := await conn.fetchval(sql, *args)) is not None]
+        if values and all(isinstance(value, bool) for value in values):
+            return all(values)  # a condition on what is stored holds when it holds on every member
+        if values and all(isinstance(value, int) for value in values):
+            return sum(values)
+        return values[0] if values else None
+
+
 @pytest.fixture
 async def db(database_url):
-    """A direct database connection, for assertions about what is stored."""
-    async with connection(database_url) as conn:
-        yield conn
+    """A direct database connection, for assertions about what is stored (over several member
+    databases, :class:`EveryMember`)."""
+    urls = MEMBERS.get(database_url, [database_url])
+    async with contextlib.AsyncExitStack() as stack:
+        connections = [await stack.enter_async_context(connection(url)) for url in urls]
+        yield connections[0] if len(connections) == 1 else EveryMember(connections)
 
 
 @pytest.fixture

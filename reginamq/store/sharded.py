@@ -15,7 +15,9 @@
   :mod:`.sharded_message_admin`, :mod:`.sharded_traces`, :mod:`.sharded_reads`);
 - ``notices``: heard from every member, a sync sent on every member (:mod:`.sharded_notices`);
 - ``queue_settings``: read from the catalog's pool (every member holds the same);
-- the catalog's families: ``kv``, ``locks``, ``timers``, ``streams``, ``ephemeral``,
+- ``streams``: the state of a source partition on its home, the queries on every member
+  (:mod:`.sharded_streams`);
+- the catalog's families: ``kv``, ``locks``, ``timers``, ``ephemeral``,
   ``process_metrics``, ``membership``, ``directory`` and ``leadership`` (of the loops that run
   once for the whole deployment).
 
@@ -41,12 +43,12 @@ from reginamq.store.sharded_notices import ShardedNotices
 from reginamq.store.sharded_reads import ShardedReads
 from reginamq.store.sharded_resources import ShardedResources
 from reginamq.store.sharded_statistics import ShardedStatistics
+from reginamq.store.sharded_streams import ShardedStreams
 from reginamq.store.sharded_traces import ShardedTraces
 from reginamq.store.two_phase import Joined
 
 T = TypeVar("T")
-CATALOG_FAMILIES = ("kv", "locks", "timers", "streams", "ephemeral", "process_metrics", "membership", "directory",
-                    "leadership")
+CATALOG_FAMILIES = ("kv", "locks", "timers", "ephemeral", "process_metrics", "membership", "directory", "leadership")
 
 
 class ShardedQueues:
@@ -105,6 +107,7 @@ class ShardedStore:
         self.message_admin = ShardedMessageAdmin(self.homes, self._members)
         self.traces = ShardedTraces(self.homes, self._members)
         self.reads = ShardedReads(self.homes, self._members)
+        self.streams = ShardedStreams(self.homes, self._members)
         # read only, the same on every member: on the catalog's pool even inside a unit, which
         # therefore joins no member for it
         self.queue_settings = self.homes.stores[0].queue_settings

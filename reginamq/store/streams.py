@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from reginamq.store.database import Family, Row
 
-REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5)"
+REGISTER_SQL = "SELECT query_id::text, fresh, did_reset, conflict FROM rq_stream_register($1, $2, $3, $4, $5, $6)"
 STATE_SQL = "SELECT key, value, updated_at FROM rq_stream_state_get($1, $2, $3, $4, $5)"
 APPLY_SQL = "SELECT rq_stream_state_apply($1, $2, $3, $4, $5)"
 
 
 class Streams(Family):
-    async def register(self, name: str, source: str, sink: str | None, config_hash: str, reset: bool) -> Row:
+    async def register(self, name: str, source: str, sink: str | None, config_hash: str, reset: bool,
+                       query_id: str | None = None) -> Row:
         """Registers (or finds) query ``name``, atomically; concurrent registrations of one name
         meet on its row lock. The row is (``query_id``, ``fresh``: created now, ``did_reset``,
         ``conflict``): another ``config_hash`` is a conflict (nothing changed) unless ``reset``,
-        which wipes the query's state and takes the new hash."""
-        row = await self._db.fetchrow(REGISTER_SQL, name, source, sink, config_hash, reset)
+        which wipes the query's state and takes the new hash. A query created gets ``query_id``
+        when given."""
+        row = await self._db.fetchrow(REGISTER_SQL, name, source, sink, config_hash, reset, query_id)
         assert row is not None  # the function answers one row on every path
         return row
 

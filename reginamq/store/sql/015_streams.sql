@@ -24,15 +24,17 @@ CREATE INDEX IF NOT EXISTS rq_stream_state_partition ON rq_stream_state (partiti
 
 -- Register (or find) a query by name. The same config_hash finds it; another one is a conflict
 -- unless p_reset, which wipes the query's state and takes the new hash. Concurrent registrations
--- of one name meet on its row lock.
-CREATE OR REPLACE FUNCTION rq_stream_register(p_name text, p_source text, p_sink text, p_hash text, p_reset bool)
+-- of one name meet on its row lock. A query created gets p_id when given (the catalog's id of
+-- it, over several member databases: store/sharded_streams.py).
+CREATE OR REPLACE FUNCTION rq_stream_register(p_name text, p_source text, p_sink text, p_hash text, p_reset bool,
+                                              p_id uuid DEFAULT NULL)
 RETURNS TABLE (query_id uuid, fresh bool, did_reset bool, conflict bool)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_row rq_stream_queries%ROWTYPE;
 BEGIN
-    INSERT INTO rq_stream_queries (name, source_queue, sink_queue, config_hash)
-    VALUES (p_name, p_source, p_sink, p_hash)
+    INSERT INTO rq_stream_queries (id, name, source_queue, sink_queue, config_hash)
+    VALUES (coalesce(p_id, gen_random_uuid()), p_name, p_source, p_sink, p_hash)
     ON CONFLICT (name) DO NOTHING
     RETURNING * INTO v_row;
     IF FOUND THEN
