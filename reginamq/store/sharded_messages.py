@@ -13,7 +13,8 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
   the one with the most hinted partitions first, each asked for what the pop still has room
   for (messages and partitions), until it is full or every member was asked. One lease may
-  therefore hold partitions on several members. Each member's backlog sweep keeps its own
+  therefore hold partitions on several members. A member that cannot be reached is passed
+  over (its hints are handed back); the pop fails only when none can be. Each member's backlog sweep keeps its own
   position here (a sweep walks that member's partitions), so the position the engine passes
   back is not used.
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
@@ -36,6 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from reginamq.common.errors import Unavailable
 from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
 from reginamq.store.merging import everywhere
@@ -105,21 +107,30 @@ class ShardedMessages:
         reader = (queue, namespace, task, group)
         delivered: list[Row] = []
         hints_left: list[str] = []
-        swept: bool | None = None
+        sweeps: list[bool | None] = []  # of each member asked: whether its sweep found work
         conflating: bool | None = None
         room, partitions_left = batch, partitions
+        unreachable = 0
         for position, home in enumerate(order):
             if room <= 0 or partitions_left <= 0:
                 hints_left += _unasked(hinted, order[position:])
                 break
-            rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room,
-                                partitions_left)
-            if not rows:
+            try:
+                rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room,
+                                    partitions_left)
+            except Unavailable:
+                if not delivered and position == len(order) - 1 and unreachable == position:
+                    raise  # no member answered
+                unreachable += 1
+                hints_left += hinted[home]
+                sweeps.append(None)
                 continue
-            last = rows[-1]
+            last = rows[-1] if rows else None
+            sweeps.append(None if last is None else last[_SWEPT])
+            if last is None:
+                continue
             if last[_SWEPT] is not None:
                 self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
-                swept = bool(swept) or last[_SWEPT]
             if last[_PARTITION_ID] is None:  # said something: hints left, the group's policy
                 hints_left += last[_HINTS_LEFT] or []
                 conflating = last[_CONFLATING] if conflating is None else conflating
@@ -129,6 +140,7 @@ class ShardedMessages:
                 conflating = False if conflating is None else conflating  # a queue matched
                 room -= sum(len(row[_PAYLOADS]) for row in rows)
                 partitions_left -= len({row[_PARTITION_ID] for row in rows})
+        swept = _swept(sweeps, len(order))
         if not delivered and not hints_left and swept is None and conflating is None:
             return []
         return [*delivered, _trailer(hints_left, swept, conflating)]
@@ -192,6 +204,17 @@ class ShardedMessages:
     async def expired_leases(self, limit: int) -> list[Row]:
         found = await asyncio.gather(*(member.expired_leases(limit) for member in self._pooled))
         return [row for rows in found for row in rows][:limit]
+
+
+def _swept(sweeps: list[bool | None], members: int) -> bool | None:
+    """Whether the pop's sweep found work, as one database's sweep would say it: it found some
+    if any member's did; it found none only when every member swept and found none (the
+    engine then pauses the sweeps of the reader); otherwise it did not sweep them all."""
+    if True in sweeps:
+        return True
+    if len(sweeps) == members and all(found is False for found in sweeps):
+        return False
+    return None
 
 
 def _unasked(hinted: dict[int, list[str]], homes: list[int]) -> list[str]:

@@ -2,7 +2,7 @@
 store/homes.py): each partition lives on exactly one member, the one its id and its name tell;
 every queue is on every member; pops of one partition and wildcard pops deliver every message
 once and in order per partition; acks and lease renewals reach the member of their partition
-or lease; a member that is down fails only the pushes that reach it."""
+or lease; a member that is down fails only the pushes and pops that reach it."""
 
 from __future__ import annotations
 
@@ -143,6 +143,11 @@ async def test_a_member_down_fails_only_the_pushes_that_reach_it(database_url):
         assert [txid for _, _, txid in delivered] == [f"first-{on[2][0]}"]
         again = await push(messages, [("d", name, f"third-{name}") for name in names])
         assert sorted(again) == [index for index, name in enumerate(names) if name not in on[2]]
+        with pytest.raises(Unavailable):
+            await pop(crippled, "d", on[2][0])
+        _, delivered, _ = await pop(crippled, "d", batch=100, partitions=100)
+        assert {crippled_store.homes.of_id(partition_id) for partition_id, _, _ in delivered} == {0, 1}, \
+            "a wildcard pop answers from the members it reaches"
 
 
 async def test_a_pop_with_room_left_takes_from_the_next_member_under_one_lease(database_url):
