@@ -195,8 +195,9 @@ class ShardedMessages:
                 positions[self._homes.of_id(listed[name])].append(position)
 
         async def ids_on(home: int, mine: list[int]) -> list[Row]:
-            rows = await (await self._members.store(home)).messages.partition_ids([queues[p - 1] for p in mine],
-                                                           [partitions[p - 1] for p in mine])
+            store = await self._members.store(home)
+            rows = await store.messages.partition_ids([queues[at - 1] for at in mine],
+                                                      [partitions[at - 1] for at in mine])
             return [(mine[row[0] - 1], row[1]) for row in rows]
 
         return sorted(_joined(await everywhere(ids_on(home, mine) for home, mine in positions.items())))
