@@ -19,19 +19,42 @@ from reginamq.store.schema import apply_schema
 from reginamq.store.sharded import ShardedStore
 from reginamq.store.sharded_messages import ShardedMessages
 
+# The session database's URL → a database with the schema applied and nothing else, which new
+# member databases are copied from (tests/engine/conftest.py drops it at the end).
+TEMPLATES: dict[str, str] = {}
+
+
+def url_of(database_url: str, name: str) -> str:
+    return urlsplit(database_url)._replace(path="/" + name).geturl()
+
+
+async def _template(admin: asyncpg.Connection, database_url: str) -> str:
+    if database_url not in TEMPLATES:
+        name = f"member_template_{uuid.uuid4().hex[:10]}"
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        await apply_schema(url_of(database_url, name))
+        TEMPLATES[database_url] = name
+    return TEMPLATES[database_url]
+
 
 @contextlib.asynccontextmanager
 async def member_databases(database_url: str, count: int) -> AsyncIterator[list[str]]:
-    """``count`` new databases on the session's PostgreSQL, schema applied, dropped afterwards
-    (with whatever is still prepared in them rolled back): members of a deployment of their own."""
+    """``count`` new databases on the session's PostgreSQL, schema applied (copied from a
+    template, each with an id of its own, as a database the schema was applied to mints), dropped
+    afterwards (with whatever is still prepared in them rolled back): members of a deployment of
+    their own."""
     names = [f"member_{uuid.uuid4().hex[:10]}" for _ in range(count)]
-    urls = [urlsplit(database_url)._replace(path="/" + name).geturl() for name in names]
+    urls = [url_of(database_url, name) for name in names]
     admin = await asyncpg.connect(database_url)
     try:
-        for name in names:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        for url in urls:
-            await apply_schema(url)
+        template = await _template(admin, database_url)
+        for name, url in zip(names, urls, strict=True):
+            await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            conn = await asyncpg.connect(url)
+            try:
+                await conn.execute("UPDATE rq_member_self SET id = gen_random_uuid()")
+            finally:
+                await conn.close()
         yield urls
     finally:
         for name, url in zip(names, urls, strict=True):
