@@ -32,6 +32,7 @@ from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from
 from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
 from reginamq.server import serve as serve_http
+from reginamq.shards import shards
 from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, shard_data_dir, shard_settings
 from reginamq.store.members import check_deployment
 from reginamq.store.schema import DatabaseUnusable, apply_schema
@@ -190,5 +191,5 @@ def _setting(text: str) -> tuple[str, str]:
 
 
 main.add_command(bench)
-for command in (queue, push, pop, tail, group, dlq, status):
+for command in (queue, push, pop, tail, group, dlq, status, shards):
     main.add_command(command)

@@ -206,6 +206,12 @@ class Waiters:
     async def listen(self, store: Store) -> None:
         self._task = asyncio.get_running_loop().create_task(self._listen_forever(store))
 
+    async def listen_again(self) -> None:
+        """Closes the listening connections, so that the listening starts again on the store's
+        members as they are now (a member was added)."""
+        if self._listener is not None:
+            await self._listener.close()
+
     async def stop(self) -> None:
         self.close()
         if self._task is not None:

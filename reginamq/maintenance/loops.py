@@ -9,31 +9,45 @@ request path: they share only the broker's store and meter.
 
 from __future__ import annotations
 
+from reginamq.common.periodic import Periodic
 from reginamq.engine.broker import Broker
+from reginamq.maintenance.member_watch import MemberWatch
 from reginamq.maintenance.process_metrics import ProcessMetrics
 from reginamq.maintenance.recovery import RecoveryLoop
 from reginamq.maintenance.retention import RetentionLoop
 from reginamq.maintenance.stats_refresh import StatsLoop
 from reginamq.maintenance.timer_fire import TimerFire
+from reginamq.store import Store
 from reginamq.store.sharded import ShardedStore
 
 
 class Maintenance:
     def __init__(self, broker: Broker):
-        settings = broker.settings
+        settings = self._settings = broker.settings
+        self._started = False
+        self._loops: list[Periodic] = [ProcessMetrics(broker, settings.maintenance_interval),
+                                       TimerFire(broker.store, broker.sealer)]
+        if isinstance(broker.store, ShardedStore):
+            self._loops += [RecoveryLoop(broker.store, settings.maintenance_interval),
+                            MemberWatch(broker, settings.maintenance_interval, self._keep)]
         # Retention and the stats refresh keep each member database's own partitions, each
         # elected on that member (docs/shards.md, "Maintenance").
-        members = broker.store.member_stores()
-        self.retention = [RetentionLoop(store, settings.maintenance_interval, settings.retention_parallelism,
-                                        settings.partition_idle_days) for store in members]
-        self.stats_loop = [StatsLoop(store, settings.maintenance_interval) for store in members]
-        self.process_metrics = ProcessMetrics(broker, settings.maintenance_interval)
-        self.timer_fire = TimerFire(broker.store, broker.sealer)
-        recovery = ([RecoveryLoop(broker.store, settings.maintenance_interval)]
-                    if isinstance(broker.store, ShardedStore) else [])
-        self._loops = (*self.retention, *self.stats_loop, self.process_metrics, self.timer_fire, *recovery)
+        for store in broker.store.member_stores():
+            self._keep(store)
+
+    def _keep(self, store: Store) -> None:
+        """Runs the retention and statistics loops of member ``store`` (started with the others,
+        or at once for a member added while running)."""
+        settings = self._settings
+        loops = [RetentionLoop(store, settings.maintenance_interval, settings.retention_parallelism,
+                               settings.partition_idle_days), StatsLoop(store, settings.maintenance_interval)]
+        self._loops += loops
+        if self._started:
+            for loop in loops:
+                loop.start()
 
     async def start(self) -> None:
+        self._started = True
         for loop in self._loops:
             loop.start()
 

@@ -27,15 +27,20 @@ import itertools
 import uuid
 from collections import defaultdict
 
+from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.database import Database
-from reginamq.store.members import Deployment, home_of, place
+from reginamq.store.members import Deployment, Member, home_of, place
 from reginamq.store.two_phase import Joined, TwoPhase
 
 Name = tuple[str, str]
 # Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
 # from the directory when next named).
 KEPT_NAMES = 1_000_000
+
+
+class MembersChanged(Unavailable):
+    """A member was added that this process does not serve yet: nothing was written."""
 
 
 class Homes:
@@ -51,8 +56,27 @@ class Homes:
         self._queues: set[str] = set()  # known to exist on every member
 
     def join(self, deployment: Deployment) -> None:
+        """Serves the deployment's members, the first databases given in ordinal order; the
+        others wait to be added (:meth:`admit`)."""
         self._numbers_from = deployment.numbers_from
         self._member_ids = [member.id for member in deployment.members]
+        del self.stores[len(deployment.members):]
+
+    def admit(self, member: Member) -> None:
+        """``member`` was added to the deployment (the next ordinal): its share of new names is
+        placed on it from now on."""
+        self.stores.append(Store(member.database))
+        self._member_ids.append(member.id)
+        self.coordinator.admit(member.ordinal, member.database)
+
+    async def hold_members(self, catalog: Store) -> None:
+        """In a unit that writes what every member holds, on ``catalog`` (its store in the unit):
+        no member is added until the unit ends, and none was added that this process does not
+        serve yet; otherwise raises :class:`MembersChanged`."""
+        count = await catalog.membership.held()
+        if count != len(self.stores):
+            raise MembersChanged(f"the deployment has {count} member databases and this broker serves "
+                                 f"{len(self.stores)}; it serves the new one within seconds if it was given its URL")
 
     def of_id(self, partition_id: str | uuid.UUID) -> int:
         """The ordinal of the member holding partition ``partition_id``."""
@@ -100,6 +124,7 @@ class Homes:
         existing = await asyncio.gather(*(store.provisioning.existing_queues(unknown) for store in self.stores))
         if any(len(found) < len(unknown) for found in existing):
             async def create(joined: Joined) -> None:
+                await self.hold_members(await joined.store(0))
                 catalog = (await joined.store(0)).provisioning
                 await catalog.create_queues(unknown, options)
                 ids = await catalog.existing_queues(unknown)

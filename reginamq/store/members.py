@@ -18,16 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from reginamq.store import Store
 from reginamq.store.database import Database
 from reginamq.store.membership import MemberState
 from reginamq.store.schema import DatabaseUnusable, where
-from reginamq.store.two_phase import IN_DOUBT_AFTER, TwoPhase
+from reginamq.store.two_phase import IN_DOUBT_AFTER, Joined, TwoPhase
+
+log = logging.getLogger("reginamq.members")
 
 # Held, as a session lock, on the database of smallest id while a broker forms or reads a
 # deployment halfway formed: brokers given the same databases in any order form one at a time.
@@ -62,6 +65,8 @@ class Member:
 class Deployment:
     members: list[Member]  # in ordinal order: members[0] is the catalog
     numbers_from: int  # the first partition number that tells its member
+    # databases given that are in no deployment yet: served once `reginamq shards add` adds them
+    pending: list[Database] = field(default_factory=list)
 
 
 def number_of(partition_id: uuid.UUID) -> int | None:
@@ -113,11 +118,15 @@ async def join_up(databases: list[Database], in_doubt_after: float = IN_DOUBT_AF
 
 
 def _deployment(databases: list[Database], states: list[MemberState]) -> Deployment:
+    """The deployment the members among ``databases`` make up; a database in no deployment
+    (``states`` lists no members for it) waits to be added."""
     formed = next(state for state in states if state.members)
-    _check_agreement(databases, states, formed)
-    by_id = {state.id: database for state, database in zip(states, databases, strict=True)}
+    given = [(database, state) for database, state in zip(databases, states, strict=True) if state.members]
+    _check_agreement([database for database, _ in given], [state for _, state in given], formed)
+    by_id = {state.id: database for database, state in given}
     members = [Member(member_id, ordinal, by_id[member_id]) for ordinal, member_id in enumerate(formed.members)]
-    return Deployment(members, formed.numbers_from or 0)
+    pending = [database for database, state in zip(databases, states, strict=True) if not state.members]
+    return Deployment(members, formed.numbers_from or 0, pending)
 
 
 @contextlib.asynccontextmanager
@@ -189,12 +198,53 @@ def _named(database: Database) -> str:
 async def check_deployment(urls: list[str]) -> list[str]:
     """:func:`join_up` over pools of its own: what ``reginamq serve`` runs once, after the
     schema and before its workers start. Returns ``urls`` in the members' ordinal order, the
-    order in which the workers are given them."""
+    order in which the workers are given them, then the databases waiting to be added."""
     databases = [Database(url, 2) for url in urls]
     try:
         for database in databases:
             await database.open()
-        return [member.database.dsn for member in (await join_up(databases)).members]
+        deployment = await join_up(databases)
+        for database in deployment.pending:
+            log.warning("%s is in no deployment yet: it is served once `reginamq shards add` adds it",
+                        _named(database))
+        return [member.database.dsn for member in deployment.members] + [db.dsn for db in deployment.pending]
     finally:
         for database in databases:
             await database.close()
+
+
+async def admit(databases: list[Database], new: Database) -> Member:
+    """Adds ``new``, a database holding reginamq's schema and no queue, to the deployment whose
+    members ``databases`` are (docs/shards.md, "Adding a member"). In one two-phase transaction
+    it copies what every member holds from the catalog into ``new`` and lists ``new`` in every
+    member under the next ordinal; the catalog's members' rows stay locked meanwhile, so no
+    queue is created, configured or deleted on the members without ``new``. Nothing that
+    exists moves. Answers the new member."""
+    deployment = await join_up(databases)
+    if len(deployment.members) != len(databases):
+        raise MembershipMismatch("give every member of the deployment with --database-url, and the database to "
+                                 "add once")
+    state = await Store(new).membership.state()
+    if state.members:
+        raise MembershipMismatch(f"{_named(new)} is a member of a deployment already")
+    if await Store(new).membership.holds_queues():
+        raise MembershipMismatch(f"{_named(new)} holds queues; a database to add must hold none")
+    if not await Store(new).membership.prepared_transactions_allowed():
+        raise DatabaseUnusable(f"{_named(new)} does not allow prepared transactions: set "
+                               "max_prepared_transactions (e.g. 64) and restart it")
+    ordinal = len(deployment.members)
+    ids = [member.id for member in deployment.members] + [state.id]
+    adding = TwoPhase({**{member.ordinal: member.database for member in deployment.members}, ordinal: new})
+    await adding.recover()  # an add that was killed halfway holds rows of the new database
+
+    async def add(joined: Joined) -> None:
+        replicated = await (await joined.store(0)).membership.replicated()
+        for member in deployment.members:
+            await (await joined.store(member.ordinal)).membership.admit(state.id, ordinal)
+        added = (await joined.store(ordinal)).membership
+        if not await added.form(ids, deployment.numbers_from):
+            raise MembershipMismatch(f"{_named(new)} joined a deployment meanwhile")
+        await added.take_replicated(replicated)
+
+    await adding.atomically(add)
+    return Member(state.id, ordinal, new)

@@ -27,13 +27,15 @@ uses (store/two_phase.py): a unit that touched one member commits as on one data
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from reginamq.store import Store
 from reginamq.store.database import Database
 from reginamq.store.homes import Homes
-from reginamq.store.members import Deployment, MembershipMismatch, join_up
+from reginamq.store.members import Deployment, Member, MembershipMismatch, join_up
 from reginamq.store.routing import Members, OnMember, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 from reginamq.store.sharded_dead_letters import ShardedDeadLetters
@@ -48,20 +50,22 @@ from reginamq.store.sharded_traces import ShardedTraces
 from reginamq.store.two_phase import Joined
 
 T = TypeVar("T")
+log = logging.getLogger("reginamq.store")
 CATALOG_FAMILIES = ("kv", "locks", "timers", "ephemeral", "process_metrics", "membership", "directory", "leadership")
 
 
 class ShardedQueues:
     """The ``queues`` family on every member (see the module header)."""
 
-    def __init__(self, members: Members, count: int, homes: Homes):
+    def __init__(self, members: Members, homes: Homes):
         self._members = members
-        self._count = count
         self._homes = homes
 
     async def _every(self, call: Callable[[Store], Awaitable[T]]) -> list[T]:
-        """``call`` on every member, one after another in ordinal order (the lock order)."""
-        return [await call(await self._members.store(ordinal)) for ordinal in range(self._count)]
+        """``call`` on every member, one after another in ordinal order (the lock order), once
+        the catalog holds off any member's addition (Homes.hold_members)."""
+        await self._homes.hold_members(await self._members.store(0))
+        return [await call(await self._members.store(ordinal)) for ordinal in range(len(self._homes.stores))]
 
     async def lock(self, queue: str):
         """Locks the name and row on every member; answers the catalog's row."""
@@ -69,8 +73,9 @@ class ShardedQueues:
 
     async def upsert(self, queue: str, namespace: str | None, task: str | None, options: str) -> int:
         """Writes the queue on every member, with the catalog's id of it; answers that id."""
+        await self._homes.hold_members(await self._members.store(0))
         queue_id = await (await self._members.store(0)).queues.upsert(queue, namespace, task, options)
-        for ordinal in range(1, self._count):
+        for ordinal in range(1, len(self._homes.stores)):
             await (await self._members.store(ordinal)).queues.upsert(queue, namespace, task, options, queue_id)
         return queue_id
 
@@ -95,12 +100,14 @@ class ShardedStore:
 
     def __init__(self, databases: list[Database], homes: Homes | None = None, members: Members | None = None):
         self._databases = databases
+        self._waiting: list[Database] = []  # given, not yet members
+        self._unserved: set[uuid.UUID] = set()  # members added whose database was not given (logged once)
         self.homes = homes or Homes(databases)
         self._members = members or Pooled(self.homes.stores)
         self.consumer_groups = ShardedConsumerGroups(self.homes.stores)
         self.notices = ShardedNotices(self.homes.stores, self._members)
         self.messages = ShardedMessages(self.homes, self._members, self.consumer_groups)
-        self.queues = ShardedQueues(self._members, len(databases), self.homes)
+        self.queues = ShardedQueues(self._members, self.homes)
         self.resources = ShardedResources(self.homes, self._members)
         self.statistics = ShardedStatistics(self.homes, self._members)
         self.dead_letters = ShardedDeadLetters(self.homes, self._members)
@@ -121,15 +128,49 @@ class ShardedStore:
 
     async def join(self, deployment: Deployment | None = None) -> Deployment:
         """Checks that the databases are the deployment's members in ordinal order (forming it
-        if they are all new), unless ``deployment`` tells it; the store is usable from then on."""
+        if they are all new), unless ``deployment`` tells it; the store is usable from then on.
+        Databases given after the members wait to be added (:meth:`grow`)."""
         if deployment is None:
             deployment = await join_up(self._databases)
             given = [member.database for member in deployment.members]
-            if given != self._databases:
+            if given != self._databases[:len(given)]:
                 raise MembershipMismatch("the member databases were given out of their order; give them as "
                                          "`reginamq serve` lists them")
+        self._waiting = list(deployment.pending)
         self.homes.join(deployment)
+        self.messages.serve(self.homes.stores)
         return deployment
+
+    async def grow(self) -> list[Store]:
+        """Serves the members added to the deployment since this process last looked, each
+        from the databases it was given that waited to be added (docs/shards.md, "Adding a
+        member"); answers their stores. A member added whose database this process was not
+        given is not served: its partitions are out of reach here (pushes to them spooled) and
+        it is logged once."""
+        listed = (await self.homes.stores[0].membership.state()).members
+        added: list[Store] = []
+        while len(self.homes.stores) < len(listed):
+            member_id = listed[len(self.homes.stores)]
+            database = await self._waiting_as(member_id)
+            if database is None:
+                if member_id not in self._unserved:
+                    self._unserved.add(member_id)
+                    log.error("member database %s (ordinal %d) was added to the deployment but this broker "
+                              "was not given its URL: give every broker every member's URL", member_id,
+                              len(self.homes.stores))
+                break
+            self.homes.admit(Member(member_id, len(self.homes.stores), database))
+            self._waiting.remove(database)
+            added.append(self.homes.stores[-1])
+        if added:
+            self.messages.serve(self.homes.stores)
+        return added
+
+    async def _waiting_as(self, member_id: uuid.UUID) -> Database | None:
+        for database in self._waiting:
+            if (await Store(database).membership.state()).id == member_id:
+                return database
+        return None
 
     async def recover_transactions(self) -> int:
         """Finishes what a coordinator left prepared on the members (TwoPhase.recover); answers

@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from reginamq.common.errors import Unavailable
+from reginamq.store import Store
 from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
 from reginamq.store.merging import everywhere
@@ -59,10 +60,20 @@ class ShardedMessages:
         self._pooled: list[Messages] = [store.messages for store in homes.stores]
         # (queue, namespace, task, group, member) → (sweep_queue, sweep_name) where its sweep stopped
         self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
+        self._announcing: Callable[[list[str]], list[str]] | None = None
 
     def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
+        self._announcing = hook
         for member in self._pooled:
             member.announce_through(hook)
+
+    def serve(self, stores: list[Store]) -> None:
+        """Serves the members' ``stores``, in ordinal order: the same, or more once one was added
+        (whose subscriptions each group's next pop then copies to it)."""
+        self._pooled[:] = [store.messages for store in stores]
+        self._subscribed.clear()
+        if self._announcing is not None:
+            self.announce_through(self._announcing)
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,

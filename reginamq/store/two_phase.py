@@ -113,6 +113,10 @@ class TwoPhase:
         self._in_doubt_after = in_doubt_after
         self._kind = kind
 
+    def admit(self, ordinal: int, database: Database) -> None:
+        """Member ``ordinal`` was added to the deployment: units may use it from now on."""
+        self._members[ordinal] = database
+
     async def run(self, work: Mapping[int, Callable[[Store], Awaitable[T]]]) -> dict[int, T]:
         """Each ``work[ordinal]`` given a store whose every call runs in one transaction on that
         member, one member after another in ordinal order (see the module header): the

@@ -62,11 +62,13 @@ async def test_one_database_forms_a_deployment_of_one_and_keeps_it(database_url)
         assert await check_deployment(urls) == urls
 
 
-async def test_a_database_outside_the_deployment_is_refused(database_url):
+async def test_a_database_in_no_deployment_waits_to_be_added(database_url):
     async with member_databases(database_url, 3) as urls:
         await check_deployment(urls[:2])
-        with pytest.raises(MembershipMismatch, match="is not a member of the deployment"):
-            await check_deployment(urls)
+        # given first, it is still served after the members, and nothing is written into it
+        assert await check_deployment([urls[2], urls[1], urls[0]]) == urls
+        async with opened(urls[2:]) as [waiting]:
+            assert (await Store(waiting).membership.state()).members == []
 
 
 async def test_a_member_left_out_is_refused(database_url):

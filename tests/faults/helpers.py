@@ -3,6 +3,7 @@ background, and the counters it printed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 import httpx
 import psutil
 
@@ -147,3 +149,42 @@ def assert_clean(code: int, output: str, results: dict) -> dict:
 
 def get(url: str, path: str, **params) -> httpx.Response:
     return httpx.get(f"{url}{path}", params=params, timeout=10)
+
+
+async def _query(url: str, sql: str, *args) -> list:
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+def query(url: str, sql: str, *args) -> list:
+    """The rows ``sql`` answers on the database at ``url``."""
+    return asyncio.run(_query(url, sql, *args))
+
+
+def listening_on(url: str) -> int:
+    """How many connections LISTEN on the database at ``url``: one per broker process that serves it."""
+    return query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND query LIKE 'LISTEN%'")[0][0]
+
+
+def partitions_on(url: str, queue: str) -> set[str]:
+    """The names of ``queue``'s partitions the member database at ``url`` holds."""
+    return {row[0] for row in query(url, "SELECT p.name FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id "
+                                         "WHERE q.name = $1", queue)}
+
+
+def form_deployment(urls: list[str]) -> None:
+    """Forms the deployment of the member databases ``urls`` (as `reginamq serve` given them does)."""
+    formed = subprocess.run([sys.executable, "-c", "import asyncio, sys; from reginamq.store.members import "
+                             "check_deployment; asyncio.run(check_deployment(sys.argv[1:]))", *urls], timeout=60)
+    assert formed.returncode == 0
+
+
+def shards_add(new_url: str, members: list[str]) -> subprocess.CompletedProcess:
+    """`reginamq shards add new_url --database-url ...` for the deployment of ``members``."""
+    flags = [flag for url in members for flag in ("--database-url", url)]
+    return subprocess.run([sys.executable, "-m", "reginamq", "shards", "add", new_url, *flags],
+                          capture_output=True, text=True, timeout=60)

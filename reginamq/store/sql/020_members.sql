@@ -127,3 +127,55 @@ RETURNS void LANGUAGE sql AS $$
     INSERT INTO rq_stats_notes (queue_id, partitions)  -- for the statistics (012_stats.sql)
     SELECT c.queue_id, count(*) FROM created c GROUP BY c.queue_id;
 $$;
+
+-- Adding a member to a formed deployment (`reginamq shards add`, store/members.py, admit).
+
+-- On the catalog, inside a unit that writes what every member holds (a queue's creation,
+-- configure or delete): how many members there are, read once their rows are locked for
+-- share. An add locks them for update before it copies what every member holds into the new
+-- member (rq_replicated), so a writer either commits before that copy is read, or waits until
+-- the new member is listed and then sees one member more than it writes to, and refuses.
+CREATE OR REPLACE FUNCTION rq_members_held() RETURNS int
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM rq_members FOR SHARE;
+    RETURN (SELECT count(*) FROM rq_members);
+END;
+$$;
+
+-- On the catalog, for an add: what every member holds (queues with their ids and options,
+-- consumer-group subscriptions, stream queries), read once the members' rows are locked
+-- against every writer of it (rq_members_held). Each statement of the function reads
+-- everything committed before it began, the writers that held the lock included.
+CREATE OR REPLACE FUNCTION rq_replicated() RETURNS TABLE (queues jsonb, groups jsonb, streams jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM rq_members FOR UPDATE;
+    RETURN QUERY SELECT
+        (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                    'id', q.id, 'name', q.name, 'namespace', q.namespace, 'task', q.task,
+                    'options', q.options, 'created_at', q.created_at, 'updated_at', q.updated_at)), '[]')
+         FROM rq_queues q),
+        (SELECT coalesce(jsonb_agg(to_jsonb(g)), '[]') FROM rq_consumer_groups g),
+        (SELECT coalesce(jsonb_agg(to_jsonb(s)), '[]') FROM rq_stream_queries s);
+END;
+$$;
+
+-- On the member being added: the rows rq_replicated read on the catalog, with the catalog's ids.
+CREATE OR REPLACE FUNCTION rq_take_replicated(p_queues jsonb, p_groups jsonb, p_streams jsonb) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO rq_queues (id, name, namespace, task, options, created_at, updated_at) OVERRIDING SYSTEM VALUE
+    SELECT x.id, x.name, x.namespace, x.task, x.options, x.created_at, x.updated_at
+    FROM jsonb_to_recordset(p_queues) AS x(id bigint, name text, namespace text, task text, options jsonb,
+                                           created_at timestamptz, updated_at timestamptz);
+    SELECT setval(pg_get_serial_sequence('rq_queues', 'id'), (SELECT max(id) FROM rq_queues))
+    WHERE EXISTS (SELECT 1 FROM rq_queues);
+    INSERT INTO rq_consumer_groups SELECT * FROM jsonb_populate_recordset(NULL::rq_consumer_groups, p_groups);
+    INSERT INTO rq_stream_queries SELECT * FROM jsonb_populate_recordset(NULL::rq_stream_queries, p_streams);
+$$;
+
+-- On a member already in the deployment: lists the added member under the next ordinal.
+CREATE OR REPLACE FUNCTION rq_admit_member(p_id uuid, p_ordinal int) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO rq_members (id, ordinal) VALUES (p_id, p_ordinal);
+$$;
