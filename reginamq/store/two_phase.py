@@ -36,6 +36,7 @@ from typing import TypeVar
 
 import asyncpg
 
+from reginamq.common import failpoints
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.database import RETRYABLE, Connection, Database, Session, retried
@@ -150,10 +151,12 @@ class TwoPhase:
                         await conn.execute("COMMIT")
                     await joined.announce()
                     return result
+                failpoints.reach("prepare")
                 for ordinal, conn in sorted(connections.items()):
                     name = transaction_name(gid, ordinal, self._kind)
                     await conn.execute(f"PREPARE TRANSACTION '{name}'")
                     prepared.append((conn, name))
+                    failpoints.reach("prepared-some")
             except BaseException:
                 await _abandon(connections, prepared)
                 raise
@@ -162,9 +165,17 @@ class TwoPhase:
             # one of. If this fails, the outcome is unknown here; the prepared transactions
             # wait for the recovery, which reads the outcome this insert may have recorded.
             catalog = connections.get(0, self._catalog)
+            failpoints.reach("decide")
             outcome = await catalog.fetchval(DECIDE_SQL, gid, "commit", self._kind)
-            finished = await asyncio.gather(*(_finish(conn, name, outcome) for conn, name in prepared),
+            failpoints.reach("commit")
+
+            async def finish(conn: Connection, name: str) -> None:
+                await _finish(conn, name, outcome)
+                failpoints.reach("committed-some")
+
+            finished = await asyncio.gather(*(finish(conn, name) for conn, name in prepared),
                                             return_exceptions=True)
+            failpoints.reach("answer")
             if outcome == "commit":
                 await joined.announce()
                 if not any(isinstance(done, BaseException) for done in finished):

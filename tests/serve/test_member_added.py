@@ -54,10 +54,11 @@ def test_a_member_added_while_running_takes_new_partitions_and_moves_nothing(dat
     urls = [create_database(database_url, "grown") for _ in range(3)]
     # a deployment of two, formed by a broker that will not be given the third database's URL
     unaware, unaware_url = start_broker_on(" ".join(urls[:2]), workers=1, log_path=tmp_path / "unaware.log")
-    # the third database is given to this broker before it is a member: it waits to be added
-    process, url = start_broker_on(" ".join(urls), workers=2, log_path=tmp_path / "broker.log")
+    process = None
     queue = f"grown-{uuid.uuid4().hex[:8]}"
     try:
+        # the third database is given to this broker before it is a member: it waits to be added
+        process, url = start_broker_on(" ".join(urls), workers=2, log_path=tmp_path / "broker.log")
         with httpx.Client(base_url=url, timeout=30) as http, httpx.Client(base_url=unaware_url, timeout=30) as other:
             assert configure(http, queue, 30).status_code == 200
             before = [f"old-{n}" for n in range(40)]
@@ -93,7 +94,8 @@ def test_a_member_added_while_running_takes_new_partitions_and_moves_nothing(dat
                        for member in urls]
             assert options == ["60", "60", "60"]
     finally:
-        stop_process(process)
+        if process is not None:
+            stop_process(process)
         stop_process(unaware)
     log = (tmp_path / "broker.log").read_text(errors="replace")
     assert "Traceback" not in log and "round failed" not in log, log[-4000:]
