@@ -25,6 +25,7 @@ from reginamq.ctl.consumer_groups import group
 from reginamq.ctl.dlq import dlq
 from reginamq.ctl.messages import pop, push, tail
 from reginamq.ctl.queues import queue
+from reginamq.ctl.shards import shards
 from reginamq.ctl.status import status
 from reginamq.engine.encryption import Sealer
 from reginamq.engine.spool import SpoolUnusable
@@ -32,7 +33,6 @@ from reginamq.engine.spool import prepare_folder as prepare_spool
 from reginamq.security.tokens import AuthConfigError, verifier_from
 from reginamq.server import PortClaim, PortUnavailable, TlsUnusable, check_tls
 from reginamq.server import serve as serve_http
-from reginamq.shards import shards
 from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, shard_data_dir, shard_settings
 from reginamq.store.members import check_deployment
 from reginamq.store.schema import DatabaseUnusable, apply_schema

@@ -57,7 +57,8 @@ class Homes:
 
     def join(self, deployment: Deployment) -> None:
         """Serves the deployment's members, the first databases given in ordinal order; the
-        others wait to be added (:meth:`admit`)."""
+        others wait to be added (:meth:`admit`). The coordinator's recovery looks at those too:
+        an add that was killed halfway left its part prepared there."""
         self._numbers_from = deployment.numbers_from
         self._member_ids = [member.id for member in deployment.members]
         del self.stores[len(deployment.members):]

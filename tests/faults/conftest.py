@@ -11,6 +11,14 @@ from tests.conftest import stop_process
 from tests.faults.helpers import start_broker_on
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Every fault test in one group: under xdist they run in one session, one after another,
+    so that no two fault loads run at once."""
+    for item in items:
+        if "tests/faults/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.xdist_group("faults"))
+
+
 @pytest.fixture
 def broker(database_url, tmp_path):
     """A broker of this test alone (two workers) on the session database: (process, url)."""
