@@ -13,17 +13,20 @@ Columns of names and UUIDs travel joined into one string each and are split in S
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
 import asyncpg
 import orjson
 
-from reginamq.common.errors import QueueFull
+from reginamq.common.errors import QueueFull, Unavailable
 from reginamq.store.columns import join_names, join_uuids, split_names, split_optional_names, split_uuids
 from reginamq.store.database import Connection, Database, Family, Row, Session
 from reginamq.store.dedup_keys import join_buckets
 from reginamq.store.notices import CHANNEL, notify_with_commit, send_after_commit
+
+log = logging.getLogger("reginamq.store")
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
             f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9)")
@@ -77,10 +80,22 @@ class Messages(Family):
             notices = self._before_announcing(notices)
         await send_after_commit(conn, CHANNEL, notices)
 
+    async def announce(self, notices: list[str]) -> None:
+        """Announces ``notices`` of pushes and acks committed elsewhere (another member's, whose
+        call did not announce): on a pooled connection, through the hook, as a push's own. What
+        they announce is written, so a failure is logged, never raised."""
+        if not notices:
+            return
+        try:
+            await self._db.run(lambda conn: self._announce_after_commit(conn, notices))
+        except Unavailable as error:
+            log.warning("a notification on %s was not sent: %s", CHANNEL, error)
+
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
-                   enforce_max_size: bool) -> list[Row]:
-        """Appends one message per fragment, all or none, and announces the partitions written.
+                   enforce_max_size: bool, announce: bool = True) -> list[Row]:
+        """Appends one message per fragment, all or none, and announces the partitions written
+        (on the pool, unless ``announce`` is off: the caller announces the notice rows).
 
         ``queues``/``partitions`` are the distinct pairs of the push, ``pairs`` each message's
         pair (1-based); ``txids`` and ``message_ids`` one a message; queues that do not exist
@@ -95,7 +110,8 @@ class Messages(Family):
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)
-                await self._announce_after_commit(conn, [row[2] for row in rows if row[2] is not None])
+                if announce:
+                    await self._announce_after_commit(conn, [row[2] for row in rows if row[2] is not None])
                 return rows
 
             return await self._db.run(push_and_announce)
@@ -134,10 +150,11 @@ class Messages(Family):
         return await self._db.fetchval(READY_SQL, queue, partition, group, partitions, batch)
 
     async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
-                  statuses: list[str], errors: list[str | None]) -> list[Row]:
+                  statuses: list[str], errors: list[str | None], announce: bool = True) -> list[Row]:
         """Applies the acknowledgements (one per index of the columns; status ``completed``,
         ``retry``, ``dlq`` or ``failed``) atomically, and announces the partitions that have
-        work again.
+        work again (on the pool, unless ``announce`` is off: the caller announces the notice
+        rows).
 
         Rows ``(item, success, error, lease_released, dlq, noop, notice, released)``: one per
         acknowledgement that went through the per-message rules (its index); one with
@@ -150,7 +167,8 @@ class Messages(Family):
         if isinstance(self._db, Database):
             async def ack_and_announce(conn: Connection) -> list[Row]:
                 rows = await conn.fetch(ACK_SQL, *arguments)
-                await self._announce_after_commit(conn, [row[6] for row in rows if row[6] is not None])
+                if announce:
+                    await self._announce_after_commit(conn, [row[6] for row in rows if row[6] is not None])
                 return rows
 
             return await self._db.run(ack_and_announce)

@@ -18,6 +18,8 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   position here (a sweep walks that member's partitions), so the position the engine passes
   back is not used.
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
+- **Notices** of a push or an ack over several members go out once, on one of them
+  (:meth:`ShardedMessages._written`): every process listens on every member.
 - **Lease renewal and the lease look-ups**: a lease id does not tell its members, so these ask
   every member and put the answers together.
 
@@ -32,6 +34,7 @@ empty partition.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -41,14 +44,16 @@ from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
-from reginamq.store.merging import everywhere
+from reginamq.store.merging import everywhere, settled
 from reginamq.store.messages import Messages
-from reginamq.store.routing import Members
+from reginamq.store.routing import Members, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 
 Row = Sequence[Any]
 # Columns of a pop's rows (Messages.pop)
 _PARTITION_ID, _PAYLOADS, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 5, 6, 8, 9, 11
+# the notice column of a push's and an ack's rows (Messages.push, Messages.ack)
+_PUSH_NOTICE, _ACK_NOTICE = 2, 6
 
 
 class ShardedMessages:
@@ -83,16 +88,17 @@ class ShardedMessages:
         for item, pair in enumerate(pairs):
             items[homes[pair - 1]].append(item)
 
-        async def push_to(home: int, mine: list[int]) -> list[Row]:
+        async def push_to(home: int, mine: list[int], announce: bool) -> list[Row]:
             local: dict[int, int] = {}  # the push's pair → the member's pair, both 1-based
             local_pairs = [local.setdefault(pairs[item], len(local) + 1) for item in mine]
             rows = await (await self._members.store(home)).messages.push(
                 [queues[pair - 1] for pair in local], [partitions[pair - 1] for pair in local], local_pairs,
                 [txids[item] for item in mine], [message_ids[item] for item in mine],
-                [fragments[item] for item in mine], new_queue_options, enforce_max_size)
+                [fragments[item] for item in mine], new_queue_options, enforce_max_size, announce)
             return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
 
-        return _joined(await everywhere(push_to(home, mine) for home, mine in items.items()))
+        return await self._written({home: functools.partial(push_to, home, mine) for home, mine in items.items()},
+                                   _PUSH_NOTICE)
 
     async def pop(self, queue: str | None, partition: str | None, namespace: str | None, task: str | None,
                   group: str, batch: int, partitions: int, auto_ack: bool, lease_seconds: int, lease_id: str,
@@ -177,14 +183,32 @@ class ShardedMessages:
         for item, partition in enumerate(partitions):
             items[self._homes.of_id(partition)].append(item)
 
-        async def ack_on(home: int, mine: list[int]) -> list[Row]:
+        async def ack_on(home: int, mine: list[int], announce: bool) -> list[Row]:
             rows = await (await self._members.store(home)).messages.ack(
                 [groups[item] for item in mine], [partitions[item] for item in mine],
                 [txids[item] for item in mine], [leases[item] for item in mine],
-                [statuses[item] for item in mine], [errors[item] for item in mine])
+                [statuses[item] for item in mine], [errors[item] for item in mine], announce)
             return [(mine[row[0]], *row[1:]) if row[0] is not None else tuple(row) for row in rows]
 
-        return _joined(await everywhere(ack_on(home, mine) for home, mine in items.items()))
+        return await self._written({home: functools.partial(ack_on, home, mine) for home, mine in items.items()},
+                                   _ACK_NOTICE)
+
+    async def _written(self, calls: dict[int, Callable[[bool], Awaitable[list[Row]]]], notice: int) -> list[Row]:
+        """Each ``calls[home](announce)`` concurrently, their rows put together; when one fails,
+        the others finish and the first failure is raised. On the pools, a write over several
+        members announces its notices (column ``notice`` of the rows without an item) once, on
+        the lowest member that answered, instead of once a member: every process hears every
+        member, and the notification goes out before the call answers, so a sync sent after it
+        hears it as it would hear a member's own. Inside a unit, each member's notices go out
+        once its transaction committed."""
+        each = len(calls) == 1 or not isinstance(self._members, Pooled)
+        answers = await asyncio.gather(*(call(each) for call in calls.values()), return_exceptions=True)
+        answered = [home for home, answer in zip(calls, answers, strict=True) if not isinstance(answer, BaseException)]
+        if not each and answered:
+            await self._pooled[answered[0]].announce(
+                [row[notice] for answer in answers if not isinstance(answer, BaseException)
+                 for row in answer if row[0] is None and row[notice] is not None])
+        return _joined(settled(answers))
 
     async def extend_lease(self, lease_id: str, seconds: int) -> Row:
         answers = await asyncio.gather(*(member.extend_lease(lease_id, seconds) for member in self._pooled))

@@ -8,7 +8,7 @@ import asyncio
 
 from reginamq.engine.waiters import Waiters
 from reginamq.store.members import place
-from reginamq.store.notices import SYNC_CHANNEL
+from reginamq.store.notices import CHANNEL, SYNC_CHANNEL
 from tests.engine.helpers import push, sharded
 
 
@@ -55,3 +55,30 @@ async def test_a_notice_sent_on_every_member_is_heard_once_every_member_echoed_i
             assert heard == ["first", "second"]
         finally:
             await listeners.close()
+
+
+async def test_a_push_over_every_member_is_announced_on_one_and_wakes_each_members_readers(database_url):
+    async with sharded(database_url) as (deployment, store):
+        ids = [member.id for member in deployment.members]
+        # one queue a member: a parked pop of each is woken only by the notice of that member's write
+        queue_on = {place(f"once{n}", "p", ids): f"once{n}" for n in range(40)}
+        queues = [queue_on[ordinal] for ordinal in range(3)]
+        await push(store.messages, [(queue, "p", "first") for queue in queues])
+        heard: list[list[str]] = [[] for _ in range(3)]
+        listeners = [await member.notices.listen({CHANNEL: heard[ordinal].append}, lambda: None)
+                     for ordinal, member in enumerate(store.member_stores())]
+        waiters = Waiters()
+        await waiters.listen(store)
+        try:
+            await until_listening(waiters)
+            parked = [waiters.park(queue, "g") for queue in queues]
+            await push(store.messages, [(queue, "p", "wake") for queue in queues])
+            assert await asyncio.wait_for(asyncio.gather(*parked), timeout=30) == [True] * 3
+            assert await waiters.sync(store) is True
+            # each partition's notice went out once, all of them on one member
+            assert sorted(map(len, heard)) == [0, 0, 3], heard
+            assert sorted(notice.split("\n")[0] for notice in max(heard, key=len)) == sorted(queues)
+        finally:
+            await waiters.stop()
+            for listener in listeners:
+                await listener.close()
