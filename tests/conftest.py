@@ -166,19 +166,23 @@ def hand_back_leases(database_url: str) -> None:
         raise failures[0]
 
 
+def execute_once(database_url: str, sql: str) -> None:
+    """``sql`` on a connection of its own to ``database_url`` (CREATE or DROP DATABASE and the like)."""
+    async def run():
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
 def create_database(database_url: str, prefix: str) -> str:
     """A database of its own in the session's PostgreSQL, schema applied; returns its URL. For
     tests that run a broker with settings of their own, away from every other broker's loops."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-    async def create():
-        conn = await asyncpg.connect(database_url)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-
-    asyncio.run(create())
+    execute_once(database_url, f'CREATE DATABASE "{name}"')
     url = urlsplit(database_url)._replace(path="/" + name).geturl()
     asyncio.run(apply_schema(url))
     return url

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import asyncpg
 import pytest
 
+from tests.conftest import execute_once
 from tests.engine.helpers import TEMPLATES
 
 
@@ -15,13 +13,6 @@ def member_templates(database_url):
     """Drops the template databases the member databases of the session were copied from, while
     the session's PostgreSQL (``database_url``, torn down after this) still runs."""
     yield
-    async def drop() -> None:
-        for database_url, name in TEMPLATES.items():
-            admin = await asyncpg.connect(database_url)
-            try:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            finally:
-                await admin.close()
-
-    asyncio.run(drop())
+    for session_url, name in TEMPLATES.items():
+        execute_once(session_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     TEMPLATES.clear()
