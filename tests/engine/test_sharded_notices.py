@@ -5,10 +5,13 @@ every member has echoed it."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from reginamq.engine.waiters import Waiters
-from reginamq.store.members import place
+from reginamq.store.database import Database
+from reginamq.store.members import Deployment, place
 from reginamq.store.notices import CHANNEL, SYNC_CHANNEL
+from reginamq.store.sharded import ShardedStore
 from tests.engine.helpers import push, sharded
 
 
@@ -82,3 +85,34 @@ async def test_a_push_over_every_member_is_announced_on_one_and_wakes_each_membe
             await waiters.stop()
             for listener in listeners:
                 await listener.close()
+
+
+async def test_a_member_out_of_reach_leaves_the_others_heard_and_no_sync_trusted(database_url):
+    async with sharded(database_url) as (deployment, store):
+        ids = [member.id for member in deployment.members]
+        queue_on = {place(f"reach{n}", "p", ids): f"reach{n}" for n in range(40)}
+        await push(store.messages, [(queue_on[0], "p", "first")])
+        away = Database("postgresql://127.0.0.1:1/nowhere", 1)
+        down = Deployment([replace(member, database=away) if member.ordinal == 2 else member
+                           for member in deployment.members], deployment.numbers_from)
+        crippled = ShardedStore([member.database for member in down.members])
+        await crippled.join(down)
+        waiters = Waiters()
+        await waiters.listen(crippled)
+        try:
+            # a listening connection on member 0 that lasts (not one opened and dropped again)
+            catalog = deployment.members[0].database
+            async with asyncio.timeout(30):
+                while not await catalog.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND query LIKE 'LISTEN%' AND backend_start < now() - interval '1 second'"):
+                    await asyncio.sleep(0.05)
+            # the members it reaches are heard: a push on member 0 wakes the parked pop
+            parked = waiters.park(queue_on[0], "g")
+            await push(store.messages, [(queue_on[0], "p", "wake")])
+            assert await asyncio.wait_for(parked, timeout=10) is True
+            # no sync can tell that every member was heard
+            assert waiters.listening is False
+            assert await waiters.sync(crippled) is False
+        finally:
+            await waiters.stop()
