@@ -14,8 +14,9 @@
 # of closed-loop consumers (default 4, the bench's). JSON names the run's raw series (the
 # reference's goes beside it, REFERENCE_JSON); REFERENCE=0 leaves the reference out. The reference
 # runs WARMUP seconds (default 90: until completed retention is at work) plus as long as the
-# completed space, and only what follows its warm-up is compared. Everything runs on 127.0.0.1 with an
-# embedded PostgreSQL in a temporary folder, removed at the end.
+# completed space, and only what follows its warm-up is compared. SHARDS=N spreads the run over N
+# embedded member databases (`reginamq serve --shards N`) and counts each one's partitions.
+# Everything runs on 127.0.0.1 with embedded PostgreSQL in a temporary folder, removed at the end.
 set -euo pipefail
 
 SPACE=1000000
@@ -32,6 +33,7 @@ PUSHES_PER_SECOND=$(python3 -c "print($RATE / $PUSH_BATCH)")
 ROTATE=$(python3 -c "print(round($ACTIVE / $PUSHES_PER_SECOND, 4))")
 COVER=$(python3 -c "print(int($SPACE / $ACTIVE * $ROTATE))")
 DURATION=$((COVER + COMPLETED_SECONDS))
+SHARDS=${SHARDS:-1}
 PORT=${PORT:-6812}
 WARMUP=${WARMUP:-90}
 JSON=${JSON:-partitions-run.json}
@@ -56,7 +58,7 @@ trap cleanup EXIT
 # start_broker DATA_DIR: a broker of two workers on its own embedded PostgreSQL, ready to serve.
 start_broker() {
     REGINAMQ_LOG_LEVEL=warning reginamq serve --host 127.0.0.1 --port "$PORT" --workers 2 \
-        --data-dir "$1" --retention-parallelism 4 > "$1.log" 2>&1 &
+        --data-dir "$1" --retention-parallelism 4 --shards "${2:-1}" > "$1.log" 2>&1 &
     BROKER=$!
     for _ in $(seq 100); do
         curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && return
@@ -72,25 +74,48 @@ bench() {
         --completed-retention 60 --dedup-window 0 --duration "$2" --report 10 --json "$3" "${@:4}"
 }
 
-start_broker "$WORK/pg"
+start_broker "$WORK/pg" "$SHARDS"
 bench "$DB" "$DURATION" "$JSON" --partitions "$SPACE" --active "$ACTIVE" --rotate-seconds "$ROTATE"
+
+if [[ "$SHARDS" -gt 1 ]]; then
+    python3 - "$WORK/pg" "$SHARDS" <<'EOF'
+import asyncio, sys
+import asyncpg
+from pathlib import Path
+from reginamq.store.embedded import EmbeddedPostgres, shard_data_dir, shard_settings
+
+async def main(data_dir, shards):
+    counts = []
+    for shard in range(shards):
+        conn = await asyncpg.connect(EmbeddedPostgres(shard_data_dir(Path(data_dir), shard),
+                                                      shard_settings({}, shards)).url)
+        counts.append(await conn.fetchval("SELECT count(*) FROM rq_partitions"))
+        await conn.close()
+    print("partitions per member:", ", ".join(f"{count:,} ({count / sum(counts):.1%})" for count in counts))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+EOF
+fi
 
 python3 - "$DB" <<'EOF'
 import asyncio, sys, time
-import asyncpg
 from reginamq.engine.analytics import refresh
+from reginamq.store import Store
+from reginamq.store.database import Database
 
 async def main(url):
-    conn = await asyncpg.connect(url)
-    partitions = await conn.fetchval("SELECT count(*) FROM rq_partitions")
-    core = await conn.fetchval("SELECT pg_total_relation_size('rq_partitions') + pg_total_relation_size('rq_consumers')")
+    database = Database(url, 2)
+    await database.open()
+    partitions = await database.fetchval("SELECT count(*) FROM rq_partitions")
+    core = await database.fetchval(
+        "SELECT pg_total_relation_size('rq_partitions') + pg_total_relation_size('rq_consumers')")
     print(f"{partitions:,} partitions: partition + cursor {core / partitions:.0f} bytes each (Queen 1.0: 641)")
     for full in (True, False):
         started = time.monotonic()
-        await refresh(conn, full)
+        await refresh(Store(database), full)
         print(f"statistics refresh, {'full pass' if full else 'incremental'}: "
               f"{(time.monotonic() - started) * 1000:.0f} ms")
-    await conn.close()
+    await database.close()
 
 asyncio.run(main(sys.argv[1]))
 EOF
