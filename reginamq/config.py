@@ -150,10 +150,13 @@ class Settings:
 
     def resolved_spool_dir(self) -> Path:
         """Where pushes wait while the database is away: one folder per database, so two
-        brokers on different databases never replay into each other's."""
+        brokers on different databases never replay into each other's. Over several member
+        databases, the folder is the catalog's (the first URL): a broker given one member more
+        after `reginamq shards add` finds the pushes it spooled before."""
         if self.spool_dir is not None:
             return self.spool_dir
-        digest = hashlib.sha256((self.database_url or "").encode()).hexdigest()[:12]
+        catalog = self.database_urls[0] if self.database_urls else ""
+        digest = hashlib.sha256(catalog.encode()).hexdigest()[:12]
         return Path(platformdirs.user_data_dir("reginamq")) / "spool" / digest
 
     def to_env(self) -> dict[str, str]:

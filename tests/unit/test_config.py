@@ -84,3 +84,11 @@ def test_push_flush_spacing_from_the_environment_with_its_range():
     for value in ("-1", "1001"):
         with pytest.raises(ValueError, match="REGINAMQ_PUSH_FLUSH_SPACING_MS"):
             Settings.from_env({"REGINAMQ_PUSH_FLUSH_SPACING_MS": value})
+
+
+def test_the_spool_folder_stays_when_a_member_database_is_added():
+    def folder(urls: str) -> Path:
+        return Settings(database_url=urls).resolved_spool_dir()
+
+    assert folder("postgresql://a/q postgresql://b/q") == folder("postgresql://a/q postgresql://b/q postgresql://c/q")
+    assert folder("postgresql://a/q") != folder("postgresql://b/q")
