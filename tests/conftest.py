@@ -166,23 +166,24 @@ def hand_back_leases(database_url: str) -> None:
         raise failures[0]
 
 
-def execute_once(database_url: str, sql: str) -> None:
-    """``sql`` on a connection of its own to ``database_url`` (CREATE or DROP DATABASE and the like)."""
-    async def run():
+def query(database_url: str, sql: str, *args) -> list:
+    """The rows ``sql`` answers on a connection of its own to ``database_url`` (also for CREATE
+    or DROP DATABASE and the like, which answer none)."""
+    async def run() -> list:
         conn = await asyncpg.connect(database_url)
         try:
-            await conn.execute(sql)
+            return await conn.fetch(sql, *args)
         finally:
             await conn.close()
 
-    asyncio.run(run())
+    return asyncio.run(run())
 
 
 def create_database(database_url: str, prefix: str) -> str:
     """A database of its own in the session's PostgreSQL, schema applied; returns its URL. For
     tests that run a broker with settings of their own, away from every other broker's loops."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    execute_once(database_url, f'CREATE DATABASE "{name}"')
+    query(database_url, f'CREATE DATABASE "{name}"')
     url = urlsplit(database_url)._replace(path="/" + name).geturl()
     asyncio.run(apply_schema(url))
     return url

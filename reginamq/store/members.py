@@ -65,8 +65,9 @@ class Member:
 class Deployment:
     members: list[Member]  # in ordinal order: members[0] is the catalog
     numbers_from: int  # the first partition number that tells its member
-    # databases given that are in no deployment yet: served once `reginamq shards add` adds them
-    pending: list[Database] = field(default_factory=list)
+    # databases given that are in no deployment yet, by their own ids: served once
+    # `reginamq shards add` adds them
+    pending: dict[uuid.UUID, Database] = field(default_factory=dict)
 
 
 def number_of(partition_id: uuid.UUID) -> int | None:
@@ -125,7 +126,7 @@ def _deployment(databases: list[Database], states: list[MemberState]) -> Deploym
     _check_agreement([database for database, _ in given], [state for _, state in given], formed)
     by_id = {state.id: database for database, state in given}
     members = [Member(member_id, ordinal, by_id[member_id]) for ordinal, member_id in enumerate(formed.members)]
-    pending = [database for database, state in zip(databases, states, strict=True) if not state.members]
+    pending = {state.id: database for database, state in zip(databases, states, strict=True) if not state.members}
     return Deployment(members, formed.numbers_from or 0, pending)
 
 
@@ -204,10 +205,11 @@ async def check_deployment(urls: list[str]) -> list[str]:
         for database in databases:
             await database.open()
         deployment = await join_up(databases)
-        for database in deployment.pending:
+        waiting = list(deployment.pending.values())
+        for database in waiting:
             log.warning("%s is in no deployment yet: it is served once `reginamq shards add` adds it",
                         _named(database))
-        return [member.database.dsn for member in deployment.members] + [db.dsn for db in deployment.pending]
+        return [member.database.dsn for member in deployment.members] + [database.dsn for database in waiting]
     finally:
         for database in databases:
             await database.close()
@@ -224,12 +226,13 @@ async def admit(databases: list[Database], new: Database) -> Member:
     if len(deployment.members) != len(databases):
         raise MembershipMismatch("give every member of the deployment with --database-url, and the database to "
                                  "add once")
-    state = await Store(new).membership.state()
+    membership = Store(new).membership
+    state = await membership.state()
     if state.members:
         raise MembershipMismatch(f"{_named(new)} is a member of a deployment already")
-    if await Store(new).membership.holds_queues():
+    if await membership.holds_queues():
         raise MembershipMismatch(f"{_named(new)} holds queues; a database to add must hold none")
-    if not await Store(new).membership.prepared_transactions_allowed():
+    if not await membership.prepared_transactions_allowed():
         raise DatabaseUnusable(f"{_named(new)} does not allow prepared transactions: set "
                                "max_prepared_transactions (e.g. 64) and restart it")
     ordinal = len(deployment.members)

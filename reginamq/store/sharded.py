@@ -100,7 +100,7 @@ class ShardedStore:
 
     def __init__(self, databases: list[Database], homes: Homes | None = None, members: Members | None = None):
         self._databases = databases
-        self._waiting: list[Database] = []  # given, not yet members
+        self._waiting: dict[uuid.UUID, Database] = {}  # given, not yet members, by their ids
         self._unserved: set[uuid.UUID] = set()  # members added whose database was not given (logged once)
         self.homes = homes or Homes(databases)
         self._members = members or Pooled(self.homes.stores)
@@ -136,7 +136,7 @@ class ShardedStore:
             if given != self._databases[:len(given)]:
                 raise MembershipMismatch("the member databases were given out of their order; give them as "
                                          "`reginamq serve` lists them")
-        self._waiting = list(deployment.pending)
+        self._waiting = dict(deployment.pending)
         self.homes.join(deployment)
         self.messages.serve(self.homes.stores)
         return deployment
@@ -151,7 +151,7 @@ class ShardedStore:
         added: list[Store] = []
         while len(self.homes.stores) < len(listed):
             member_id = listed[len(self.homes.stores)]
-            database = await self._waiting_as(member_id)
+            database = self._waiting.pop(member_id, None)
             if database is None:
                 if member_id not in self._unserved:
                     self._unserved.add(member_id)
@@ -160,17 +160,10 @@ class ShardedStore:
                               len(self.homes.stores))
                 break
             self.homes.admit(Member(member_id, len(self.homes.stores), database))
-            self._waiting.remove(database)
             added.append(self.homes.stores[-1])
         if added:
             self.messages.serve(self.homes.stores)
         return added
-
-    async def _waiting_as(self, member_id: uuid.UUID) -> Database | None:
-        for database in self._waiting:
-            if (await Store(database).membership.state()).id == member_id:
-                return database
-        return None
 
     async def recover_transactions(self) -> int:
         """Finishes what a coordinator left prepared on the members (TwoPhase.recover); answers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import execute_once
+from tests.conftest import query
 from tests.engine.helpers import TEMPLATES
 
 
@@ -14,5 +14,5 @@ def member_templates(database_url):
     the session's PostgreSQL (``database_url``, torn down after this) still runs."""
     yield
     for session_url, name in TEMPLATES.items():
-        execute_once(session_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        query(session_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     TEMPLATES.clear()

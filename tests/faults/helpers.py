@@ -3,7 +3,6 @@ background, and the counters it printed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -13,11 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import asyncpg
 import httpx
 import psutil
 
-from tests.conftest import free_port, remember_database, spool_dir, wait_healthy, wait_until
+from tests.conftest import free_port, query, remember_database, spool_dir, wait_healthy, wait_until
 
 # An interval line of the bench's report: cumulative counts so far.
 REPORT_LINE = re.compile(r"^\[\s*\d+s[ *]\] offered=\S+ accepted=([\d,]+) shed=\S+ popped=([\d,]+) ", re.M)
@@ -149,19 +147,6 @@ def assert_clean(code: int, output: str, results: dict) -> dict:
 
 def get(url: str, path: str, **params) -> httpx.Response:
     return httpx.get(f"{url}{path}", params=params, timeout=10)
-
-
-async def _query(url: str, sql: str, *args) -> list:
-    conn = await asyncpg.connect(url)
-    try:
-        return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
-
-
-def query(url: str, sql: str, *args) -> list:
-    """The rows ``sql`` answers on the database at ``url``."""
-    return asyncio.run(_query(url, sql, *args))
 
 
 def listening_on(url: str) -> int:
