@@ -1,21 +1,26 @@
 """``reginamq shards``: changes to the member databases of a running deployment
-(docs/shards.md, "Adding a member"; docs/operations.md, "Several databases").
+(docs/shards.md, "Adding a member" and "Rebalancing"; docs/operations.md, "Several databases").
 
-``shards add`` talks to the databases, not to a broker: it applies the schema to the new
-database and adds it in one two-phase transaction over every member (store/members.py,
+Both commands talk to the databases, not to a broker. ``shards add`` applies the schema to the
+new database and adds it in one two-phase transaction over every member (store/members.py,
 :func:`~reginamq.store.members.admit`). Brokers that were given the new database's URL serve it
-within one maintenance round; nothing that exists moves.
+within one maintenance round; nothing that exists moves. ``shards rebalance`` moves idle
+partitions to the members placement names for them, a batch at a time, each batch in one
+two-phase transaction (store/rebalance.py); brokers follow within one maintenance round.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import click
 
 from reginamq.common.errors import Unavailable
 from reginamq.store.database import Database
 from reginamq.store.members import Member, admit
+from reginamq.store.rebalance import DEFAULT_BATCH, DEFAULT_IDLE_SECONDS, Rebalanced
+from reginamq.store.rebalance import rebalance as rebalance_members
 from reginamq.store.schema import DatabaseUnusable, apply_schema
 
 
@@ -24,12 +29,19 @@ def shards() -> None:
     """Change the member databases of a deployment (docs/shards.md)."""
 
 
+MEMBERS = click.option(
+    "--database-url", "database_urls", multiple=True, required=True, metavar="URL", envvar="REGINAMQ_DATABASE_URL",
+    help="A member database of the deployment: give every member, as to `reginamq serve` "
+         "(REGINAMQ_DATABASE_URL holds them space-separated).")
+
+
+def _urls(database_urls: tuple[str, ...]) -> list[str]:
+    return [url for given in database_urls for url in given.split()]
+
+
 @shards.command()
 @click.argument("new_url", metavar="URL")
-@click.option("--database-url", "database_urls", multiple=True, required=True, metavar="URL",
-              envvar="REGINAMQ_DATABASE_URL",
-              help="A member database of the deployment: give every member, as to `reginamq serve` "
-                   "(REGINAMQ_DATABASE_URL holds them space-separated).")
+@MEMBERS
 def add(new_url: str, database_urls: tuple[str, ...]) -> None:
     """Add the database at URL to the deployment as a new member.
 
@@ -37,9 +49,8 @@ def add(new_url: str, database_urls: tuple[str, ...]) -> None:
     every broker first (`--database-url` once more, then a restart): a broker serves the new
     member within one maintenance round once this command has added it. New partitions then
     take their share of the new member; existing ones stay where they are."""
-    urls = [url for given in database_urls for url in given.split()]
     try:
-        member = asyncio.run(_add(urls, new_url))
+        member = asyncio.run(_add(_urls(database_urls), new_url))
     except (DatabaseUnusable, Unavailable) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"added member {member.ordinal} ({member.id}); brokers given its URL serve it within one "
@@ -56,4 +67,50 @@ async def _add(urls: list[str], new_url: str) -> Member:
         return await admit(databases, new)
     finally:
         for database in (*databases, new):
+            await database.close()
+
+
+@shards.command()
+@MEMBERS
+@click.option("--queue", default=None, help="Move partitions of this queue only (default: every queue).")
+@click.option("--idle-seconds", type=click.FloatRange(min=0), default=DEFAULT_IDLE_SECONDS, show_default=True,
+              help="A partition moves only if nothing was written to it for this long.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Move at most this many partitions (default: every one placement puts elsewhere).")
+@click.option("--batch", type=click.IntRange(min=1, max=10_000), default=DEFAULT_BATCH, show_default=True,
+              help="Partitions moved in one two-phase transaction.")
+@click.option("--dry-run", is_flag=True, help="Say what would move, and move nothing.")
+def rebalance(database_urls: tuple[str, ...], queue: str | None, idle_seconds: float, limit: int | None,
+              batch: int, dry_run: bool) -> None:
+    """Move idle partitions to the member databases placement names for them.
+
+    After `shards add`, new partitions take their share of the new member but existing ones
+    stay. This moves each idle partition (nothing written for --idle-seconds, no live lease,
+    nothing unconsumed by a reader with a cursor on it) whose name placement puts on another
+    member there, with its messages, cursors, dedup keys and dead letters. A partition that is
+    busy stays, and a later run moves it. Brokers keep serving meanwhile."""
+    try:
+        done = asyncio.run(_rebalance(_urls(database_urls), queue, idle_seconds, limit, batch, dry_run))
+    except (DatabaseUnusable, Unavailable) as error:
+        raise click.ClickException(str(error)) from None
+    planned = Counter((move.source, move.target) for move in done.planned)
+    for (source, target), count in sorted(planned.items()):
+        verb = "would move" if dry_run else f"moved {done.moved[source, target]} of"
+        click.echo(f"member {source} -> member {target}: {verb} {count} idle partition(s)")
+    if dry_run:
+        click.echo(f"{len(done.planned)} idle partition(s) would move; nothing moved (--dry-run)")
+    else:
+        click.echo(f"moved {sum(done.moved.values())} partition(s); {done.skipped} left in place (busy by their "
+                   "turn: run again to move them)")
+
+
+async def _rebalance(urls: list[str], queue: str | None, idle_seconds: float, limit: int | None, batch: int,
+                     dry_run: bool) -> Rebalanced:
+    databases = [Database(url, 3) for url in urls]
+    try:
+        for database in databases:
+            await database.open()
+        return await rebalance_members(databases, queue, idle_seconds, limit, batch, dry_run)
+    finally:
+        for database in databases:
             await database.close()

@@ -2,7 +2,9 @@
 docs/shards.md "Adding a member"): every process looks at the catalog's member list every
 maintenance round and, when a member was added whose database it was given, serves it: new
 names are placed on it too, its partitions are reached, this process listens on it, and its
-retention and statistics loops start. Nothing is elected: each process holds its own pools."""
+retention and statistics loops start. It also forgets the partition names a rebalance moved
+since it last looked (store/rebalance.py), so that a pop or a seek of one of them by name finds
+it on its new member. Nothing is elected: each process holds its own pools."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class MemberWatch(Periodic):
     async def tick(self) -> None:
         store = self._broker.store
         assert isinstance(store, ShardedStore)
+        await store.homes.forget_moved()
         added = await store.grow()
         if not added:
             return

@@ -39,7 +39,8 @@ The families:
 - ``membership``: this database's id and its deployment's member databases (:mod:`.membership`);
 - ``directory``: on the catalog, the id (and so the member) of each partition name (:mod:`.directory`);
 - ``provisioning``: on a member, queues and partitions made ahead of a push, with the ids the
-  directory listed (:mod:`.provisioning`).
+  directory listed (:mod:`.provisioning`);
+- ``moves``: on a member, idle partitions taken out and written in by a rebalance (:mod:`.moves`).
 
 Transactions over several member databases are :class:`.two_phase.TwoPhase`'s, forming
 and checking a deployment is :func:`.members.join_up`'s, where a partition lives is
@@ -66,6 +67,7 @@ from reginamq.store.locks import Locks
 from reginamq.store.membership import Membership
 from reginamq.store.message_admin import MessageAdmin
 from reginamq.store.messages import Messages
+from reginamq.store.moves import Moves
 from reginamq.store.notices import Notices
 from reginamq.store.process_metrics import ProcessMetrics
 from reginamq.store.provisioning import Provisioning
@@ -110,6 +112,7 @@ class Store:
         self.membership = Membership(executor)
         self.directory = Directory(executor)
         self.provisioning = Provisioning(executor)
+        self.moves = Moves(executor)
 
     def member_stores(self) -> list[Store]:
         """The store of each member database, in ordinal order: this one alone (a deployment of

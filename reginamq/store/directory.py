@@ -15,6 +15,7 @@ FROM unnest($1::text[], $2::text[]) AS c(queue, partition)
 JOIN rq_directory d ON d.queue = c.queue AND d.partition = c.partition
 """
 FORGET_SQL = "DELETE FROM rq_directory WHERE queue = $1"
+RELIST_SQL = "SELECT rq_directory_relist($1, $2, $3)"
 
 Names = dict[tuple[str, str], uuid.UUID]
 
@@ -29,6 +30,10 @@ class Directory(Family):
     async def lookup(self, names: list[tuple[str, str]]) -> Names:
         """The listed id of each of ``names`` that is listed."""
         return _listed(await self._db.fetch(LOOKUP_SQL, *_columns(names)))
+
+    async def relist(self, moved: Names) -> None:
+        """Lists each name of ``moved`` under its new id (a rebalance moved it)."""
+        await self._db.execute(RELIST_SQL, *_columns(list(moved)), list(moved.values()))
 
     async def forget(self, queue: str) -> None:
         """Unlists every partition of ``queue`` (deleted on every member)."""

@@ -26,6 +26,7 @@ import asyncio
 import itertools
 import uuid
 from collections import defaultdict
+from datetime import datetime
 
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
@@ -54,6 +55,7 @@ class Homes:
         self._member_ids: list[uuid.UUID] = []
         self._listed: dict[Name, uuid.UUID] = {}
         self._queues: set[str] = set()  # known to exist on every member
+        self._moved_seen: dict[int, datetime] = {}  # by member: the latest move forgotten
 
     def join(self, deployment: Deployment) -> None:
         """Serves the deployment's members, the first databases given in ordinal order; the
@@ -111,6 +113,28 @@ class Homes:
             await self._create_queues(sorted({queue for queue, _ in new}), new_queue_options)
             listed.update(await self._list(new))
         return [self.of_id(listed[name]) for name in names]
+
+    def forget_names(self, names: list[Name]) -> None:
+        """What is kept of ``names`` is stale (they moved to another member)."""
+        for name in names:
+            self._listed.pop(name, None)
+
+    async def forget_moved(self) -> int:
+        """Forgets the names that moved away from a member (store/rebalance.py) since this
+        process last looked; answers how many. A member out of reach is looked at next time."""
+        answers = await asyncio.gather(*(store.moves.moved_since(self._moved_seen.get(ordinal))
+                                         for ordinal, store in enumerate(self.stores)), return_exceptions=True)
+        forgotten = 0
+        for ordinal, answer in enumerate(answers):
+            if isinstance(answer, Unavailable):
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            if answer:
+                self.forget_names([(row["queue"], row["partition"]) for row in answer])
+                self._moved_seen[ordinal] = answer[-1]["moved_at"]
+                forgotten += len(answer)
+        return forgotten
 
     def forget_queue(self, queue: str) -> None:
         """``queue`` was deleted: what is kept of it is stale."""

@@ -32,6 +32,7 @@ PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_
             f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9)")
 QUEUE_FULL = "RQ409"  # raised by rq_push: the push would take queues past their maxSize
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
+MOVED = "RQ410"  # raised by rq_push: a partition moved to another member database (021_moves.sql)
 POP_SQL = (
     "SELECT queue_name, partition_id::text, partition_name, created_at, attempt, payloads, sweep_queue, sweep_name, "
     "swept, hints_left::text[], first_offset, conflating FROM rq_pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
@@ -61,6 +62,11 @@ class Unsealed(Exception):
     def __init__(self, retry: bool):
         super().__init__("a fragment for an encrypted queue came unsealed")
         self.retry = retry
+
+
+class PartitionMoved(Unavailable):
+    """rq_push met a partition that moved to another member database since the caller looked
+    its name up: nothing was written, and the name is to be looked up again."""
 
 
 class Messages(Family):
@@ -205,5 +211,7 @@ async def _push(db: Connection | Session, arguments: tuple, retry: bool) -> list
             raise QueueFull(orjson.loads(error.detail)) from None
         if error.sqlstate == UNSEALED:
             raise Unsealed(retry) from None
+        if error.sqlstate == MOVED:
+            raise PartitionMoved(error.message) from None
         raise
 

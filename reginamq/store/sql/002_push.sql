@@ -26,11 +26,27 @@ RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     WHERE p_id IS NOT NULL AND EXISTS (SELECT 1 FROM rq_queues);
 $$;
 
+-- Over several member databases, a partition that moved to another member (021_moves.sql)
+-- is not created here again: a broker that routed its name here from a cache older than the
+-- move is told so (RQ410), forgets the name and looks it up again (store/homes.py).
+CREATE OR REPLACE FUNCTION rq_refuse_moved(p_queue text[], p_partition text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_queue, p_partition) AS g(qname, pname)
+               JOIN rq_queues q ON q.name = g.qname
+               JOIN rq_moved m ON m.queue_id = q.id AND m.name = g.pname
+               WHERE NOT EXISTS (SELECT 1 FROM rq_partitions p WHERE p.queue_id = q.id AND p.name = g.pname)) THEN
+        RAISE EXCEPTION 'a partition of this push moved to another member database' USING ERRCODE = 'RQ410';
+    END IF;
+END;
+$$;
+
 -- Creates the queues and partitions a push names, only when an existence check misses. Generic
 -- plans, as rq_lock_partitions.
 CREATE OR REPLACE FUNCTION rq_provision(p_queue text[], p_partition text[], p_new_queue_options jsonb)
 RETURNS void LANGUAGE sql SET plan_cache_mode = force_generic_plan AS $$
     SELECT rq_provision_queues(p_queue, p_new_queue_options);
+    SELECT rq_refuse_moved(p_queue, p_partition);
 
     WITH created AS (
         INSERT INTO rq_partitions (queue_id, name)

@@ -15,6 +15,7 @@ BEGIN
     -- streaming queries' state of its partitions (015_streams.sql)
     DELETE FROM rq_stream_state t USING rq_partitions p WHERE p.queue_id = v_queue_id AND t.partition_id = p.id;
     DELETE FROM rq_partitions WHERE queue_id = v_queue_id;
+    DELETE FROM rq_moved WHERE queue_id = v_queue_id;  -- names moved to other members (021_moves.sql)
     DELETE FROM rq_consumer_groups WHERE queue_id = v_queue_id;
     DELETE FROM rq_dlq WHERE queue_id = v_queue_id;
     DELETE FROM rq_queues WHERE id = v_queue_id;
