@@ -168,8 +168,13 @@ def form_deployment(urls: list[str]) -> None:
     assert formed.returncode == 0
 
 
+def shards(command: str, members: list[str], *arguments: str) -> subprocess.CompletedProcess:
+    """`reginamq shards COMMAND ARGUMENTS --database-url ...` for the deployment of ``members``."""
+    flags = [flag for url in members for flag in ("--database-url", url)]
+    return subprocess.run([sys.executable, "-m", "reginamq", "shards", command, *arguments, *flags],
+                          capture_output=True, text=True, timeout=120)
+
+
 def shards_add(new_url: str, members: list[str]) -> subprocess.CompletedProcess:
     """`reginamq shards add new_url --database-url ...` for the deployment of ``members``."""
-    flags = [flag for url in members for flag in ("--database-url", url)]
-    return subprocess.run([sys.executable, "-m", "reginamq", "shards", "add", new_url, *flags],
-                          capture_output=True, text=True, timeout=60)
+    return shards("add", members, new_url)
