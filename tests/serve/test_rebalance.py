@@ -12,7 +12,15 @@ import httpx
 
 from reginamq.store.members import place
 from tests.conftest import create_database, stop_process, wait_until
-from tests.faults.helpers import form_deployment, listening_on, partitions_on, query, shards, shards_add, start_broker_on
+from tests.faults.helpers import (
+    form_deployment,
+    listening_on,
+    partitions_on,
+    query,
+    shards,
+    shards_add,
+    start_broker_on,
+)
 from tests.serve.test_member_added import drain, push
 
 
