@@ -7,7 +7,9 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   push on one database is; the request is not atomic over members. When a member fails (down,
   or a queue full there), what the others wrote stays written and the call raises that
   member's failure: the push is answered as refused or spooled whole, and sending it again is
-  safe because the written items are deduplicated by their transactionId.
+  safe because the written items are deduplicated by their transactionId. A member that
+  refuses a part because a rebalance moved one of its partitions away (``PartitionMoved``) has
+  written nothing: the part's names are looked up again and it is pushed where they are now.
 - **A named group's first pop of a queue** in this process subscribes it on every member, as
   the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`).
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
@@ -45,7 +47,7 @@ from reginamq.store import Store
 from reginamq.store.consumer_groups import QUEUE_MODE
 from reginamq.store.homes import Homes
 from reginamq.store.merging import everywhere, settled
-from reginamq.store.messages import Messages
+from reginamq.store.messages import Messages, PartitionMoved
 from reginamq.store.routing import Members, Pooled
 from reginamq.store.sharded_consumer_groups import ShardedConsumerGroups
 
@@ -82,7 +84,7 @@ class ShardedMessages:
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
-                   enforce_max_size: bool) -> list[Row]:
+                   enforce_max_size: bool, *, looked_again: bool = False) -> list[Row]:
         homes = await self._homes.provide(list(zip(queues, partitions, strict=True)), new_queue_options)
         items: dict[int, list[int]] = defaultdict(list)
         for item, pair in enumerate(pairs):
@@ -91,10 +93,19 @@ class ShardedMessages:
         async def push_to(home: int, mine: list[int], announce: bool) -> list[Row]:
             local: dict[int, int] = {}  # the push's pair → the member's pair, both 1-based
             local_pairs = [local.setdefault(pairs[item], len(local) + 1) for item in mine]
-            rows = await (await self._members.store(home)).messages.push(
-                [queues[pair - 1] for pair in local], [partitions[pair - 1] for pair in local], local_pairs,
-                [txids[item] for item in mine], [message_ids[item] for item in mine],
-                [fragments[item] for item in mine], new_queue_options, enforce_max_size, announce)
+            local_queues = [queues[pair - 1] for pair in local]
+            local_partitions = [partitions[pair - 1] for pair in local]
+            arguments = ([txids[item] for item in mine], [message_ids[item] for item in mine],
+                         [fragments[item] for item in mine], new_queue_options, enforce_max_size)
+            try:
+                rows = await (await self._members.store(home)).messages.push(
+                    local_queues, local_partitions, local_pairs, *arguments, announce)
+            except PartitionMoved:
+                # a rebalance moved a partition of this part since its name was looked up
+                self._homes.forget_names(list(zip(local_queues, local_partitions, strict=True)))
+                if looked_again or not isinstance(self._members, Pooled):
+                    raise  # inside a transaction, which the refusal aborted: the client's retry looks again
+                rows = await self.push(local_queues, local_partitions, local_pairs, *arguments, looked_again=True)
             return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
 
         return await self._written({home: functools.partial(push_to, home, mine) for home, mine in items.items()},

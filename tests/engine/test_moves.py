@@ -98,14 +98,21 @@ async def test_a_rebalance_moves_the_idle_partitions_placement_changed_with_ever
         for member_ in deployment.members:
             assert await member_.database.fetchval("SELECT count(*) FROM pg_prepared_xacts") == 0
 
-        # this store's cache still names the old homes: they refuse rather than create the names again
+        # this store's cache still names the old homes: they refuse rather than create the names
+        # again, and the push looks the names up again and lands on the new home
+        old_home = before[idle[0]][0]
+        assert await push(store.messages, [(queue, idle[0], f"{idle[0]}-after")]) == {}
+        assert await databases[2].fetchval("SELECT count(*) FROM rq_segments WHERE partition_id = $1",
+                                           placed[2][idle[0]]) == 2
+        assert await databases[old_home].fetchval("SELECT count(*) FROM rq_partitions WHERE name = $1", idle[0]) == 0
+        # inside a transaction the refusal fails the unit, and the client's retry finds the new home
         with pytest.raises(PartitionMoved):
-            await push(store.messages, [(queue, idle[0], "after-move")])
+            await store.atomically(lambda unit: push(unit.messages, [(queue, idle[1], "in-a-transaction")]))
         assert await store.homes.forget_moved() == len(idle)
         # a message pushed before the move is still known there: a retry of it is a duplicate
         duplicates = await push(store.messages, [(queue, name, f"{name}-0") for name in idle])
         assert sorted(duplicates) == list(range(len(idle)))
-        await push(store.messages, [(queue, name, f"{name}-after") for name in idle])
+        await push(store.messages, [(queue, name, f"{name}-after") for name in idle[1:]])
         assert {row["name"] for row in await databases[0].fetch("SELECT name FROM rq_partitions")} & set(idle) == set()
         lease_id, delivered, _ = await pop(store.messages, queue, idle[0])
         assert [txid for _, _, txid in delivered] == [f"{idle[0]}-after"]
