@@ -98,11 +98,34 @@ class Homes:
         return place(queue, partition, self._member_ids)
 
     async def listed(self, names: list[Name]) -> dict[Name, uuid.UUID]:
-        """The listed id of each of ``names`` that the directory lists."""
-        missing = [name for name in names if name not in self._listed]
+        """The listed id of each of ``names`` that the directory lists. While the catalog is out
+        of reach, the id of each that another member holds; raises :class:`Unavailable` if one
+        of ``names`` is held by none of them (the catalog may hold it, or list it)."""
+        missing = list(dict.fromkeys(name for name in names if name not in self._listed))
         if missing:
-            self._keep(await self.stores[0].directory.lookup(missing))
+            try:
+                self._keep(await self.stores[0].directory.lookup(missing))
+            except Unavailable:
+                held = await self._held_elsewhere(missing)
+                self._keep(held)
+                if len(held) < len(missing):
+                    raise
         return {name: self._listed[name] for name in names if name in self._listed}
+
+    async def _held_elsewhere(self, names: list[Name]) -> dict[Name, uuid.UUID]:
+        """The id of each of ``names`` that a member other than the catalog holds, asked of every
+        one it reaches: a partition lives on one member only, and its id tells which."""
+        queues, partitions = [queue for queue, _ in names], [partition for _, partition in names]
+        answers = await asyncio.gather(*(store.messages.partition_ids(queues, partitions) for store in self.stores[1:]),
+                                       return_exceptions=True)
+        held: dict[Name, uuid.UUID] = {}
+        for answer in answers:
+            if isinstance(answer, Unavailable):
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            held.update((names[position - 1], uuid.UUID(partition_id)) for position, partition_id in answer)
+        return held
 
     async def provide(self, names: list[Name], new_queue_options: str) -> list[int]:
         """The home of each of ``names``, in order, listing and creating the ones that are new
