@@ -22,6 +22,7 @@ import msgspec
 
 from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.common.signals import DRAIN_SIGNAL
+from reginamq.engine import partial
 from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.analytics import observe_request
@@ -177,7 +178,11 @@ class App:
 
     async def _handle(self, handler, request: Request, method: str, path: str) -> responses.Response:
         try:
-            return await handler(self.broker, request)
+            with partial.members_left_out() as left_out:
+                answer = await handler(self.broker, request)
+            if left_out:
+                return responses.with_header(answer, *partial.header(left_out))
+            return answer
         except BadRequest as error:
             return responses.error(error.status, str(error), **error.extra)
         except Unavailable as error:

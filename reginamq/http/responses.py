@@ -35,3 +35,10 @@ def text(status: int, body: bytes, content_type: str) -> Response:
 
 
 NO_CONTENT: Response = (204, None)
+
+
+def with_header(answer: Response, name: str, value: str) -> Response:
+    """``answer`` with one more response header."""
+    content_type = answer[2] if len(answer) > 2 else JSON
+    headers = list(answer[3]) if len(answer) > 3 else []
+    return answer[0], answer[1] or b"", content_type, [*headers, (name, value)]

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from reginamq.store import Store
 from reginamq.store.database import Row
-from reginamq.store.merging import earliest, latest, on_every
+from reginamq.store.merging import earliest, latest, on_every, on_reached
 
 T = TypeVar("T")
 _SUMMED = ("partitions", "cursors", "leased", "partitions_with_lag", "total_lag")
@@ -35,7 +35,7 @@ class ShardedConsumerGroups:
 
     async def summaries(self, group: str | None, queue: str | None) -> list[dict[str, Any]]:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
-        for rows in await on_every(self._stores, lambda store: store.consumer_groups.summaries(group, queue)):
+        for rows in await on_reached(self._stores, lambda store: store.consumer_groups.summaries(group, queue)):
             for row in rows:
                 key = (row["group_name"], row["queue_name"])
                 if key not in merged:
@@ -52,7 +52,7 @@ class ShardedConsumerGroups:
         return [merged[key] for key in sorted(merged)]
 
     async def partition_pages(self, group: str, queue: str | None, limit: int, offset: int) -> list[Row]:
-        pages = await on_every(self._stores,
+        pages = await on_reached(self._stores,
                                lambda store: store.consumer_groups.partition_pages(group, queue, limit + offset, 0))
         rows = sorted((row for page in pages for row in page), key=lambda row: (row["queue_name"],
                                                                                 row["partition_name"]))

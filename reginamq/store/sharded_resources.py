@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from reginamq.store.database import Row
 from reginamq.store.homes import Homes
-from reginamq.store.merging import Merged, by_name, latest, on_every, sums
+from reginamq.store.merging import Merged, by_name, latest, on_reached, sums
 from reginamq.store.routing import Members
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class ShardedResources:
         self._stores = homes.stores
 
     async def overview(self) -> Merged:
-        rows = await on_every(self._stores, lambda store: store.resources.overview())
+        rows = await on_reached(self._stores, lambda store: store.resources.overview())
         merged = dict(rows[0])  # the catalog's: queues, namespaces, tasks and ``at``
         merged.update(sums(rows, OVERVIEW_FIGURES))
         merged["last_write_at"] = latest(row["last_write_at"] for row in rows)
@@ -69,7 +69,7 @@ class ShardedResources:
 
     async def queue_page(self, namespace: str | None, task: str | None, search: str | None, limit: int,
                          offset: int) -> list[Merged]:
-        pages = await on_every(self._stores,
+        pages = await on_reached(self._stores,
                                lambda store: store.resources.queue_page(namespace, task, search, limit, offset))
         return list(await asyncio.gather(*(self._queue_row(rows) for rows in by_name(pages, "name"))))
 
@@ -77,7 +77,7 @@ class ShardedResources:
         return await self._stores[0].resources.queue_count(namespace, task, search)
 
     async def queue(self, queue: str) -> Merged | None:
-        rows = await on_every(self._stores, lambda store: store.resources.queue(queue))
+        rows = await on_reached(self._stores, lambda store: store.resources.queue(queue))
         if rows[0] is None:
             return None
         return await self._queue_row([row for row in rows if row is not None])
@@ -89,15 +89,15 @@ class ShardedResources:
         return await self._stores[0].resources.queue_id(queue)
 
     async def partition_page(self, queue: str | None, search: str | None, limit: int, offset: int) -> list[Merged]:
-        pages = await on_every(self._stores,
+        pages = await on_reached(self._stores,
                                lambda store: store.resources.partition_page(queue, search, offset + limit, 0))
         return _page(pages, lambda row: (row["queue_name"], row["name"]), limit, offset)
 
     async def partition_count(self, queue: str | None, search: str | None) -> int:
-        return sum(await on_every(self._stores, lambda store: store.resources.partition_count(queue, search)))
+        return sum(await on_reached(self._stores, lambda store: store.resources.partition_count(queue, search)))
 
     async def groupings(self, by_task: bool) -> list[Merged]:
-        answers = await on_every(self._stores, lambda store: store.resources.groupings(by_task))
+        answers = await on_reached(self._stores, lambda store: store.resources.groupings(by_task))
         merged = []
         for rows in by_name(answers, "name"):
             row = dict(rows[0])  # the catalog's: the queues
@@ -106,11 +106,11 @@ class ShardedResources:
         return merged
 
     async def depth_totals(self, queue_id: int, group: str | None) -> Merged:
-        rows = await on_every(self._stores, lambda store: store.resources.depth_totals(queue_id, group))
+        rows = await on_reached(self._stores, lambda store: store.resources.depth_totals(queue_id, group))
         return sums(rows, DEPTH_FIGURES)
 
     async def depth_page(self, queue_id: int, group: str | None, limit: int, offset: int) -> list[Merged]:
-        pages = await on_every(self._stores,
+        pages = await on_reached(self._stores,
                                lambda store: store.resources.depth_page(queue_id, group, offset + limit, 0))
         return _page(pages, lambda row: (-row["pending"], row["partition_name"]), limit, offset)
 
@@ -128,7 +128,7 @@ class ShardedResources:
     async def _subscriptions(self, queue: str | None) -> set[tuple[str, str]]:
         """The (queue, group) pairs any member holds a subscription of, on ``queue`` or every
         queue (a group that only has cursors left is no subscription)."""
-        answers = await on_every(self._stores, lambda store: store.consumer_groups.summaries(None, queue))
+        answers = await on_reached(self._stores, lambda store: store.consumer_groups.summaries(None, queue))
         return {(row["queue_name"], row["group_name"]) for rows in answers for row in rows
                 if row["subscription_mode"] is not None}
 

@@ -32,7 +32,7 @@ from datetime import datetime
 
 from reginamq.store.database import Row
 from reginamq.store.homes import Homes
-from reginamq.store.merging import Merged, by_name, on_every, sums
+from reginamq.store.merging import Merged, by_name, on_reached, sums
 from reginamq.store.routing import Members
 
 COUNTERS = ("pushed", "popped", "acked", "failed", "dead_lettered")
@@ -65,14 +65,14 @@ class ShardedStatistics:
     async def last_full_pass(self) -> Merged | None:
         """The oldest member's full pass and the longest one's seconds (the members' passes
         run together)."""
-        rows = await on_every(self._stores, lambda store: store.statistics.last_full_pass())
+        rows = await on_reached(self._stores, lambda store: store.statistics.last_full_pass())
         if None in rows:
             return None
         return {"since": max(row["since"] for row in rows),
                 "full_seconds": max(row["full_seconds"] for row in rows)}
 
     async def queues(self, queue: str | None) -> list[Merged]:
-        answers, groups = await asyncio.gather(on_every(self._stores, lambda store: store.statistics.queues(queue)),
+        answers, groups = await asyncio.gather(on_reached(self._stores, lambda store: store.statistics.queues(queue)),
                                                self.groups(queue))
         lags: dict[str, int] = defaultdict(int)
         for group in groups:
@@ -87,7 +87,7 @@ class ShardedStatistics:
         return merged
 
     async def series(self, queue: str | None, since: datetime, until: datetime, interval: int) -> list[Merged]:
-        answers = await on_every(self._stores, lambda store: store.statistics.series(queue, since, until, interval))
+        answers = await on_reached(self._stores, lambda store: store.statistics.series(queue, since, until, interval))
         steps: dict[tuple[datetime, str], dict[int, Row]] = defaultdict(dict)
         for ordinal, rows in enumerate(answers):
             for row in rows:
@@ -101,7 +101,7 @@ class ShardedStatistics:
         return merged
 
     async def groups(self, queue: str | None) -> list[Merged]:
-        answers = await on_every(self._stores, lambda store: store.statistics.groups(queue))
+        answers = await on_reached(self._stores, lambda store: store.statistics.groups(queue))
         merged: dict[tuple[str, str], Merged] = {}
         for rows in answers:
             for row in rows:
@@ -114,10 +114,10 @@ class ShardedStatistics:
         return [merged[key] for key in sorted(merged)]
 
     async def refreshed_at(self) -> datetime | None:
-        return _oldest(await on_every(self._stores, lambda store: store.statistics.refreshed_at()))
+        return _oldest(await on_reached(self._stores, lambda store: store.statistics.refreshed_at()))
 
     async def retention_totals(self) -> list[Merged]:
-        answers = await on_every(self._stores, lambda store: store.statistics.retention_totals())
+        answers = await on_reached(self._stores, lambda store: store.statistics.retention_totals())
         named: dict[str, list[Row]] = defaultdict(list)
         for rows in answers:
             for row in rows:

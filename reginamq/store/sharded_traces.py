@@ -24,7 +24,7 @@ from datetime import datetime
 
 from reginamq.store.database import Row
 from reginamq.store.homes import Homes
-from reginamq.store.merging import EVERY_ROW, Order, Record, everywhere, merged, sorted_rows
+from reginamq.store.merging import EVERY_ROW, Order, Record, merged, on_reached, sorted_rows
 from reginamq.store.routing import Members
 
 BY_NAME_ORDER: Order = (("created_at", True), ("id", True))  # rq_traces_by_name
@@ -53,7 +53,7 @@ class ShardedTraces:
                             BY_NAME_ORDER, limit, offset)
 
     async def names(self, search: str | None, limit: int, offset: int) -> list[Record]:
-        every = await everywhere(store.traces.names(search, EVERY_ROW, 0) for store in self._homes.stores)
+        every = await on_reached(self._homes.stores, lambda store: store.traces.names(search, EVERY_ROW, 0))
         counted: dict[str, list] = {}  # name → [traces, messages, last seen]
         for row in (row for rows in every for row in rows):
             counts = counted.setdefault(row["name"], [0, 0, row["last_seen"]])

@@ -1,6 +1,7 @@
 """One of three member databases stopped abruptly for ~10 s under load, then started again
 (docs/shards.md, "Failure of one member"): the pushes that reach it are spooled and replayed,
-the other members keep serving pops, and the verifier finds nothing lost, reordered or
+the other members keep serving pops, the operator's listings answer from the members they
+reach and name the one they left out, and the verifier finds nothing lost, reordered or
 invented."""
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def test_a_member_stopped_under_load_loses_nothing_and_the_others_keep_serving(m
         popped_at_stop = popped_so_far(bench)
         # a wildcard pop of a queue answers from the members it reaches
         assert get(url, "/api/v1/pop/queue/member-outage-probe", wait="false").status_code in (200, 204)
+        # so do the operator's listings, naming the member they left out
+        for path in ("/api/v1/resources/queues", "/api/v1/resources/overview", "/api/v1/status/queues"):
+            listing = get(url, path)
+            assert listing.status_code == 200, (path, listing.text)
+            assert listing.headers["x-reginamq-members-unreached"] == "2", path
         deadline = down_at + OUTAGE_S
         while time.monotonic() < deadline and popped_so_far(bench) <= popped_at_stop:
             time.sleep(0.2)
