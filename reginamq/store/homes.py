@@ -5,7 +5,8 @@ A partition id tells its home by itself (:func:`~reginamq.store.members.home_of`
 is read from the directory on the catalog once and kept. A name the directory does not list yet
 is given a home and an id here, before anything is written under it:
 
-1. it is placed (:func:`~reginamq.store.members.place`) and its home mints an id;
+1. it is placed (:func:`~reginamq.store.members.place`) and given an id of its home's numbers,
+   which the process takes from the home in blocks;
 2. the id is claimed in the directory: the first claim of a name wins, so brokers that raced
    for it, even holding different member lists, agree on one id and therefore one home;
 3. the home creates the partition with the listed id (whoever's claim won: a claimant may have
@@ -38,6 +39,10 @@ Name = tuple[str, str]
 # Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
 # from the directory when next named).
 KEPT_NAMES = 1_000_000
+# Ids a process takes from a member at once, past what a placement needs, for the new names it
+# will place there: a new name then usually costs its home no call before its claim. Ids never
+# given out are skipped numbers, of which every member has 2^54.
+MINTED_AT_ONCE = 256
 
 
 class MembersChanged(Unavailable):
@@ -56,6 +61,7 @@ class Homes:
         self._listed: dict[Name, uuid.UUID] = {}
         self._queues: set[str] = set()  # known to exist on every member
         self._moved_seen: dict[int, datetime] = {}  # by member: the latest move forgotten
+        self._minted: dict[int, list[uuid.UUID]] = defaultdict(list)  # by member: its ids not given yet
 
     def join(self, deployment: Deployment) -> None:
         """Serves the deployment's members, the first databases given in ordinal order; the
@@ -187,8 +193,7 @@ class Homes:
         placed: dict[int, list[Name]] = defaultdict(list)
         for name in new:
             placed[place(*name, self._member_ids)].append(name)
-        minted = await asyncio.gather(*(self.stores[home].provisioning.mint(len(names))
-                                        for home, names in placed.items()))
+        minted = await asyncio.gather(*(self._ids_of(home, len(names)) for home, names in placed.items()))
         proposed = {name: partition_id for names, ids in zip(placed.values(), minted, strict=True)
                     for name, partition_id in zip(names, ids, strict=True)}
         listed = await self.stores[0].directory.claim(proposed)
@@ -199,6 +204,16 @@ class Homes:
                                for home, names in homes.items()))
         self._keep(listed)
         return listed
+
+    async def _ids_of(self, home: int, count: int) -> list[uuid.UUID]:
+        """``count`` fresh partition ids of member ``home``'s numbers, from the ones this process
+        keeps, minted there :data:`MINTED_AT_ONCE` more at a time than it lacks."""
+        kept = self._minted[home]
+        while len(kept) < count:
+            kept.extend(await self.stores[home].provisioning.mint(count - len(kept) + MINTED_AT_ONCE))
+        taken = kept[:count]
+        del kept[:count]
+        return taken
 
     def _keep(self, listed: dict[Name, uuid.UUID]) -> None:
         self._listed.update(listed)
