@@ -27,7 +27,9 @@ import asyncio
 import itertools
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable, Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
@@ -36,6 +38,7 @@ from reginamq.store.members import Deployment, Member, home_of, place
 from reginamq.store.two_phase import Joined, TwoPhase
 
 Name = tuple[str, str]
+T = TypeVar("T")
 # Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
 # from the directory when next named).
 KEPT_NAMES = 1_000_000
@@ -122,16 +125,9 @@ class Homes:
         """The id of each of ``names`` that a member other than the catalog holds, asked of every
         one it reaches: a partition lives on one member only, and its id tells which."""
         queues, partitions = [queue for queue, _ in names], [partition for _, partition in names]
-        answers = await asyncio.gather(*(store.messages.partition_ids(queues, partitions) for store in self.stores[1:]),
-                                       return_exceptions=True)
-        held: dict[Name, uuid.UUID] = {}
-        for answer in answers:
-            if isinstance(answer, Unavailable):
-                continue
-            if isinstance(answer, BaseException):
-                raise answer
-            held.update((names[position - 1], uuid.UUID(partition_id)) for position, partition_id in answer)
-        return held
+        answers = await _reached(store.messages.partition_ids(queues, partitions) for store in self.stores[1:])
+        return {names[position - 1]: uuid.UUID(partition_id)
+                for answer in answers.values() for position, partition_id in answer}
 
     async def provide(self, names: list[Name], new_queue_options: str) -> list[int]:
         """The home of each of ``names``, in order, listing and creating the ones that are new
@@ -151,19 +147,13 @@ class Homes:
     async def forget_moved(self) -> int:
         """Forgets the names that moved away from a member (store/rebalance.py) since this
         process last looked; answers how many. A member out of reach is looked at next time."""
-        answers = await asyncio.gather(*(store.moves.moved_since(self._moved_seen.get(ordinal))
-                                         for ordinal, store in enumerate(self.stores)), return_exceptions=True)
-        forgotten = 0
-        for ordinal, answer in enumerate(answers):
-            if isinstance(answer, Unavailable):
-                continue
-            if isinstance(answer, BaseException):
-                raise answer
-            if answer:
-                self.forget_names([(row["queue"], row["partition"]) for row in answer])
-                self._moved_seen[ordinal] = answer[-1]["moved_at"]
-                forgotten += len(answer)
-        return forgotten
+        answers = await _reached(store.moves.moved_since(self._moved_seen.get(ordinal))
+                                 for ordinal, store in enumerate(self.stores))
+        for ordinal, moved in answers.items():
+            if moved:
+                self.forget_names([(row["queue"], row["partition"]) for row in moved])
+                self._moved_seen[ordinal] = moved[-1]["moved_at"]
+        return sum(len(moved) for moved in answers.values())
 
     def forget_queue(self, queue: str) -> None:
         """``queue`` was deleted: what is kept of it is stale."""
@@ -220,3 +210,13 @@ class Homes:
         if len(self._listed) > KEPT_NAMES:
             for name in list(itertools.islice(self._listed, KEPT_NAMES // 10)):
                 del self._listed[name]
+
+
+async def _reached(calls: Iterable[Awaitable[T]]) -> dict[int, T]:
+    """The answers of ``calls``, run concurrently, by position, of the ones whose member could be
+    reached; any other failure is raised."""
+    answers = await asyncio.gather(*calls, return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException) and not isinstance(answer, Unavailable):
+            raise answer
+    return {position: answer for position, answer in enumerate(answers) if not isinstance(answer, Unavailable)}
