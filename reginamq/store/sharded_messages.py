@@ -14,11 +14,15 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`).
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
   the one with the most hinted partitions first, each asked for what the pop still has room
-  for (messages and partitions), until it is full or every member was asked. One lease may
-  therefore hold partitions on several members. A member that cannot be reached is passed
-  over (its hints are handed back); the pop fails only when none can be. Each member's backlog sweep keeps its own
-  position here (a sweep walks that member's partitions), so the position the engine passes
-  back is not used.
+  for (messages and partitions), until it is full or every member was asked. A member is
+  asked only when the pop has something to look at there, as the engine asks one database
+  only then (engine/pop.py): hints of its partitions, a look-up of the recent writes, a
+  backlog sweep, or the group's policy while no member has told it yet. A member with work
+  and no hints is therefore reached by the engine's look-ups and sweeps, as on one database.
+  One lease may hold partitions on several members. A member that cannot be reached is passed
+  over (its hints are handed back); the pop fails only when it asked every member and none
+  answered. Each member's backlog sweep keeps its own position here (a sweep walks that
+  member's partitions), so the position the engine passes back is not used.
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
 - **Notices** of a push or an ack over several members go out once, on one of them
   (:meth:`ShardedMessages._written`): every process listens on every member.
@@ -56,6 +60,8 @@ Row = Sequence[Any]
 _PARTITION_ID, _PAYLOADS, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 5, 6, 8, 9, 11
 # the notice column of a push's and an ack's rows (Messages.push, Messages.ack)
 _PUSH_NOTICE, _ACK_NOTICE = 2, 6
+MAX_KNOWN_HOMES = 100_000  # partition ids whose member is kept (see ShardedMessages._home_of)
+MAX_KNOWN_READERS = 100_000  # readers whose turn among the members is kept (see _order)
 
 
 class ShardedMessages:
@@ -68,6 +74,8 @@ class ShardedMessages:
         # (queue, namespace, task, group, member) → (sweep_queue, sweep_name) where its sweep stopped
         self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
         self._announcing: Callable[[list[str]], list[str]] | None = None
+        self._turns: dict[tuple, int] = {}  # reader → its wildcard pops so far (see _order)
+        self._known_homes: dict[str, int] = {}  # partition id → its member (Homes.of_id), until serve()
 
     def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
         self._announcing = hook
@@ -79,13 +87,26 @@ class ShardedMessages:
         (whose subscriptions each group's next pop then copies to it)."""
         self._pooled[:] = [store.messages for store in stores]
         self._subscribed.clear()
+        self._known_homes.clear()  # an id of a member not served before has its own home now
         if self._announcing is not None:
             self.announce_through(self._announcing)
+
+    def _home_of(self, partition_id: str) -> int:
+        """The member of ``partition_id`` (Homes.of_id), read once per id while it is kept."""
+        home = self._known_homes.get(partition_id)
+        if home is None:
+            if len(self._known_homes) >= MAX_KNOWN_HOMES:  # bounded: what is dropped is read again
+                self._known_homes.clear()
+            home = self._known_homes[partition_id] = self._homes.of_id(partition_id)
+        return home
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
                    enforce_max_size: bool, *, looked_again: bool = False) -> list[Row]:
         homes = await self._homes.provide(list(zip(queues, partitions, strict=True)), new_queue_options)
+        arguments = (txids, message_ids, fragments, new_queue_options, enforce_max_size)
+        if len(set(homes)) == 1:  # one member holds every pair: the push goes there as it came
+            return await self._push_on(homes[0], queues, partitions, pairs, arguments, True, looked_again)
         items: dict[int, list[int]] = defaultdict(list)
         for item, pair in enumerate(pairs):
             items[homes[pair - 1]].append(item)
@@ -95,21 +116,27 @@ class ShardedMessages:
             local_pairs = [local.setdefault(pairs[item], len(local) + 1) for item in mine]
             local_queues = [queues[pair - 1] for pair in local]
             local_partitions = [partitions[pair - 1] for pair in local]
-            arguments = ([txids[item] for item in mine], [message_ids[item] for item in mine],
-                         [fragments[item] for item in mine], new_queue_options, enforce_max_size)
-            try:
-                rows = await (await self._members.store(home)).messages.push(
-                    local_queues, local_partitions, local_pairs, *arguments, announce)
-            except PartitionMoved:
-                # a rebalance moved a partition of this part since its name was looked up
-                self._homes.forget_names(list(zip(local_queues, local_partitions, strict=True)))
-                if looked_again or not isinstance(self._members, Pooled):
-                    raise  # inside a transaction, which the refusal aborted: the client's retry looks again
-                rows = await self.push(local_queues, local_partitions, local_pairs, *arguments, looked_again=True)
+            part = ([txids[item] for item in mine], [message_ids[item] for item in mine],
+                    [fragments[item] for item in mine], new_queue_options, enforce_max_size)
+            rows = await self._push_on(home, local_queues, local_partitions, local_pairs, part, announce, looked_again)
             return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
 
         return await self._written({home: functools.partial(push_to, home, mine) for home, mine in items.items()},
                                    _PUSH_NOTICE)
+
+    async def _push_on(self, home: int, queues: list[str], partitions: list[str], pairs: list[int], arguments: tuple,
+                       announce: bool, looked_again: bool) -> list[Row]:
+        """The part of a push that ``home`` holds (``arguments``: its txids, message ids,
+        fragments, new queue options and whether maxSize is enforced)."""
+        try:
+            return await (await self._members.store(home)).messages.push(queues, partitions, pairs, *arguments,
+                                                                          announce)
+        except PartitionMoved:
+            # a rebalance moved a partition of this part since its name was looked up
+            self._homes.forget_names(list(zip(queues, partitions, strict=True)))
+            if looked_again or not isinstance(self._members, Pooled):
+                raise  # inside a transaction, which the refusal aborted: the client's retry looks again
+            return await self.push(queues, partitions, pairs, *arguments, looked_again=True)
 
     async def pop(self, queue: str | None, partition: str | None, namespace: str | None, task: str | None,
                   group: str, batch: int, partitions: int, auto_ack: bool, lease_seconds: int, lease_id: str,
@@ -117,11 +144,12 @@ class ShardedMessages:
                   sweep_name: str | None, may_sweep: bool, hints: list[str], since: datetime | None, scan: bool,
                   conflation: bool | None, report: bool) -> list[Row]:
         """As :meth:`Messages.pop`, over the members in turn (see the header)."""
-        def pop_on(home: int, member_hints: list[str], sweep_from: tuple, room: int, partitions_left: int
-                   ) -> Awaitable[list[Row]]:
+        def pop_on(home: int, member_hints: list[str], sweep_from: tuple, room: int, partitions_left: int,
+                   asks_policy: bool = report) -> Awaitable[list[Row]]:
             return self._pooled[home].pop(queue, partition, namespace, task, group, room, partitions_left,
                                            auto_ack, lease_seconds, lease_id, subscription_mode, subscription_from,
-                                           *sweep_from, may_sweep, member_hints, since, scan, conflation, report)
+                                           *sweep_from, may_sweep, member_hints, since, scan, conflation,
+                                           asks_policy)
 
         if queue is not None and group != QUEUE_MODE and (queue, group) not in self._subscribed:
             await self._subscribe_everywhere(queue, group, subscription_mode, subscription_from, conflation)
@@ -130,25 +158,32 @@ class ShardedMessages:
                                 batch, partitions)
         hinted: dict[int, list[str]] = defaultdict(list)
         for hint in hints:
-            hinted[self._homes.of_id(hint)].append(hint)
-        order = sorted(range(len(self._pooled)), key=lambda home: -len(hinted[home]))
+            hinted[self._home_of(hint)].append(hint)
         reader = (queue, namespace, task, group)
+        if len(self._turns) >= MAX_KNOWN_READERS:  # bounded: a reader forgotten starts its turns again
+            self._turns.clear()
+        turn = self._turns[reader] = self._turns.get(reader, -1) + 1
+        order = _order(self._home_of(hints[0]) if hints else None, hinted, len(self._pooled), turn, scan)
         delivered: list[Row] = []
         hints_left: list[str] = []
         sweeps: list[bool | None] = []  # of each member asked: whether its sweep found work
         conflating: bool | None = None
         room, partitions_left = batch, partitions
         unreachable = 0
+        policy_told = False  # a member told the group's policy: the others are not asked for it
         for position, home in enumerate(order):
             if room <= 0 or partitions_left <= 0:
                 hints_left += _unasked(hinted, order[position:])
                 break
+            asks_policy = report and not policy_told
+            if not (hinted[home] or scan or may_sweep or asks_policy):
+                continue  # nothing to look at there (see the header)
             try:
                 rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room,
-                                    partitions_left)
+                                    partitions_left, asks_policy)
             except Unavailable:
                 if not delivered and position == len(order) - 1 and unreachable == position:
-                    raise  # no member answered
+                    raise  # every member was asked and none answered
                 unreachable += 1
                 hints_left += hinted[home]
                 sweeps.append(None)
@@ -161,6 +196,7 @@ class ShardedMessages:
                 self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
             if last[_PARTITION_ID] is None:  # said something: hints left, the group's policy
                 hints_left += last[_HINTS_LEFT] or []
+                policy_told = policy_told or last[_CONFLATING] is not None
                 conflating = last[_CONFLATING] if conflating is None else conflating
                 rows = rows[:-1]
             if rows:
@@ -192,7 +228,10 @@ class ShardedMessages:
                   statuses: list[str], errors: list[str | None]) -> list[Row]:
         items: dict[int, list[int]] = defaultdict(list)
         for item, partition in enumerate(partitions):
-            items[self._homes.of_id(partition)].append(item)
+            items[self._home_of(partition)].append(item)
+        if len(items) == 1:  # one member holds every partition: the ack goes there as it came
+            store = await self._members.store(next(iter(items)))
+            return await store.messages.ack(groups, partitions, txids, leases, statuses, errors)
 
         async def ack_on(home: int, mine: list[int], announce: bool) -> list[Row]:
             rows = await (await self._members.store(home)).messages.ack(
@@ -251,6 +290,23 @@ class ShardedMessages:
     async def expired_leases(self, limit: int) -> list[Row]:
         found = await asyncio.gather(*(member.expired_leases(limit) for member in self._pooled))
         return [row for rows in found for row in rows][:limit]
+
+
+def _order(oldest: int | None, hinted: dict[int, list[str]], members: int, turn: int, scan: bool) -> list[int]:
+    """The order in which a reader's wildcard pop asks the members. First the home of the
+    oldest hint (``oldest``): hints are then checked oldest first, as one database checks
+    them, so a member whose partitions are hinted less often than another's is not passed
+    over while the other's hints keep coming. Then the members with the most hints, and those
+    with as many (none, mostly) in turn from the reader's ``turn``-th pop on, so that no
+    member's sweep waits behind another's. A pop that looks the recent writes up (``scan``)
+    asks them all in turn, whatever its hints: such a look-up finds work that no hint names
+    (written before the reader's hints began), and a member's must not wait behind another
+    member's stream of hinted work."""
+    if scan:
+        return [(turn + step) % members for step in range(members)]
+    rest = sorted((home for home in range(members) if home != oldest),
+                  key=lambda home: (-len(hinted[home]), (home - turn) % members))
+    return rest if oldest is None else [oldest, *rest]
 
 
 def _swept(sweeps: list[bool | None], members: int) -> bool | None:

@@ -98,7 +98,7 @@ async def test_hints_lead_the_pop_to_the_member_that_holds_them(database_url):
         on_third = sorted((await partitions_on(deployment.members[2].database, "h")).values())[:2]
         on_catalog = sorted((await partitions_on(deployment.members[0].database, "h")).values())[:1]
         rows = await messages.pop("h", None, None, None, QUEUE_MODE, 1, 1, False, 30, str(uuid.uuid4()), "all",
-                                  None, None, None, False, on_catalog + on_third, None, False, None, False)
+                                  None, None, None, False, on_third + on_catalog, None, False, None, False)
         assert homes.of_id(rows[0][1]) == 2
         trailer = rows[-1]
         assert trailer[1] is None  # the hints not taken come back: the third member's other, the catalog's
