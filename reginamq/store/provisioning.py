@@ -14,6 +14,8 @@ import uuid
 from reginamq.store.database import Family
 
 EXISTING_QUEUES_SQL = "SELECT name, id FROM rq_queues WHERE name = ANY($1::text[])"
+SELECTED_QUEUES_SQL = ("SELECT name, id FROM rq_queues "
+                       "WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2)")
 CREATE_QUEUES_SQL = "SELECT rq_provision_queues($1, $2::jsonb, $3)"
 MINT_SQL = "SELECT rq_mint_partition_ids($1)"
 CREATE_PARTITIONS_SQL = "SELECT rq_provision_listed($1, $2, $3)"
@@ -23,6 +25,10 @@ class Provisioning(Family):
     async def existing_queues(self, queues: list[str]) -> dict[str, int]:
         """The id of each of ``queues`` that exists."""
         return {row[0]: row[1] for row in await self._db.fetch(EXISTING_QUEUES_SQL, queues)}
+
+    async def selected_queues(self, namespace: str | None, task: str | None) -> dict[str, int]:
+        """The id of each queue a pop of ``namespace`` and ``task`` reads (None: any)."""
+        return {row[0]: row[1] for row in await self._db.fetch(SELECTED_QUEUES_SQL, namespace, task)}
 
     async def create_queues(self, queues: list[str], options: str, ids: list[int] | None = None) -> None:
         """Creates the queues of ``queues`` that do not exist, with ``options`` (JSON text) and

@@ -11,7 +11,9 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   refuses a part because a rebalance moved one of its partitions away (``PartitionMoved``) has
   written nothing: the part's names are looked up again and it is pushed where they are now.
 - **A named group's first pop of a queue** in this process subscribes it on every member, as
-  the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`).
+  the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`); a namespace/task
+  pop does so for each queue it selects, before it asks any member, so that members the pop
+  does not ask still start the group where the others do.
 - **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
   the one with the most hinted partitions first, each asked for what the pop still has room
   for (messages and partitions), until it is full or every member was asked. A member is
@@ -151,8 +153,9 @@ class ShardedMessages:
                                            *sweep_from, may_sweep, member_hints, since, scan, conflation,
                                            asks_policy)
 
-        if queue is not None and group != QUEUE_MODE and (queue, group) not in self._subscribed:
-            await self._subscribe_everywhere(queue, group, subscription_mode, subscription_from, conflation)
+        if group != QUEUE_MODE and (queue is None or (queue, group) not in self._subscribed):
+            await self._subscribe_everywhere(queue, namespace, task, group, subscription_mode, subscription_from,
+                                             conflation)
         if queue is not None and partition is not None:
             return await pop_on(await self._homes.of_name(queue, partition), hints, (sweep_queue, sweep_name),
                                 batch, partitions)
@@ -209,12 +212,20 @@ class ShardedMessages:
             return []
         return [*delivered, _trailer(hints_left, swept, conflating)]
 
-    async def _subscribe_everywhere(self, queue: str, group: str, mode: str, start: datetime | None,
-                                    conflation: bool | None) -> None:
-        ids = await self._homes.stores[0].provisioning.existing_queues([queue])
-        if queue in ids:
-            await self._groups.subscribe_everywhere(ids[queue], group, mode, start, conflation)
-            self._subscribed.add((queue, group))
+    async def _subscribe_everywhere(self, queue: str | None, namespace: str | None, task: str | None, group: str,
+                                    mode: str, start: datetime | None, conflation: bool | None) -> None:
+        """Subscribes ``group`` on every member, as the catalog holds it, to the queue a pop
+        names or to each queue its namespace/task selection reads (listed on every such pop:
+        a queue may join the selection), unless this process did already."""
+        provisioning = self._homes.stores[0].provisioning
+        if queue is not None:
+            ids = await provisioning.existing_queues([queue])
+        else:
+            ids = await provisioning.selected_queues(namespace, task)
+        for name, queue_id in ids.items():
+            if (name, group) not in self._subscribed:
+                await self._groups.subscribe_everywhere(queue_id, group, mode, start, conflation)
+                self._subscribed.add((name, group))
 
     async def pop_ready(self, queue: str, partition: str | None, group: str, partitions: int, batch: int) -> int:
         if partition is not None:
