@@ -104,6 +104,19 @@ BEGIN
 END;
 $$;
 
+-- On the new home: the rows of p_table in p_rows (an array of its row type), each written with
+-- its column p_column, a partition's id, renamed from p_old[i] to p_new[i].
+CREATE OR REPLACE FUNCTION rq_move_rows(p_table regclass, p_column text, p_rows anyarray, p_old uuid[],
+                                        p_new uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('INSERT INTO %s SELECT (jsonb_populate_record(x, jsonb_build_object(%L, r.new))).* '
+                   'FROM unnest($1) x JOIN unnest($2, $3) AS r(old, new) ON r.old = x.%I',
+                   p_table, p_column, p_column)
+    USING p_rows, p_old, p_new;
+END;
+$$;
+
 -- On the new home: writes the rows rq_move_out answered, each partition's under its new id
 -- (p_new[i] for p_old[i]). A name that had moved away from here earlier is no longer listed
 -- in rq_moved.
@@ -112,55 +125,20 @@ CREATE OR REPLACE FUNCTION rq_move_in(p_old uuid[], p_new uuid[], p_partitions r
                                       p_consumers rq_consumers[], p_dead_letters rq_dlq[], p_deleted rq_deleted[],
                                       p_traces rq_traces[], p_trace_names rq_trace_names[],
                                       p_stream_state rq_stream_state[])
-RETURNS void LANGUAGE sql AS $$
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_partitions
-    SELECT (jsonb_populate_record(x, jsonb_build_object('id', r.new))).*
-    FROM unnest(p_partitions) x JOIN renamed r ON r.old = x.id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_segments
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_segments) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_dedup
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_dedup) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_dedup_runs
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_dedup_runs) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_consumers
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_consumers) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_dlq
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_dead_letters) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_deleted
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_deleted) x JOIN renamed r ON r.old = x.partition_id;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_traces
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_traces) x JOIN renamed r ON r.old = x.partition_id;
-
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM rq_move_rows('rq_partitions', 'id', p_partitions, p_old, p_new);
+    PERFORM rq_move_rows('rq_segments', 'partition_id', p_segments, p_old, p_new);
+    PERFORM rq_move_rows('rq_dedup', 'partition_id', p_dedup, p_old, p_new);
+    PERFORM rq_move_rows('rq_dedup_runs', 'partition_id', p_dedup_runs, p_old, p_new);
+    PERFORM rq_move_rows('rq_consumers', 'partition_id', p_consumers, p_old, p_new);
+    PERFORM rq_move_rows('rq_dlq', 'partition_id', p_dead_letters, p_old, p_new);
+    PERFORM rq_move_rows('rq_deleted', 'partition_id', p_deleted, p_old, p_new);
+    PERFORM rq_move_rows('rq_traces', 'partition_id', p_traces, p_old, p_new);
+    PERFORM rq_move_rows('rq_stream_state', 'partition_id', p_stream_state, p_old, p_new);
     INSERT INTO rq_trace_names SELECT * FROM unnest(p_trace_names) ON CONFLICT DO NOTHING;
-
-    WITH renamed AS (SELECT * FROM unnest(p_old, p_new) AS r(old, new))
-    INSERT INTO rq_stream_state
-    SELECT (jsonb_populate_record(x, jsonb_build_object('partition_id', r.new))).*
-    FROM unnest(p_stream_state) x JOIN renamed r ON r.old = x.partition_id;
-
     DELETE FROM rq_moved m USING unnest(p_partitions) x WHERE m.queue_id = x.queue_id AND m.name = x.name;
+END;
 $$;
 
 -- On the catalog: lists each moved name under its new id.
