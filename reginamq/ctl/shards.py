@@ -12,7 +12,6 @@ two-phase transaction (store/rebalance.py); brokers follow within one maintenanc
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import click
 
@@ -93,12 +92,11 @@ def rebalance(database_urls: tuple[str, ...], queue: str | None, idle_seconds: f
         done = asyncio.run(_rebalance(_urls(database_urls), queue, idle_seconds, limit, batch, dry_run))
     except (DatabaseUnusable, Unavailable) as error:
         raise click.ClickException(str(error)) from None
-    planned = Counter((move.source, move.target) for move in done.planned)
-    for (source, target), count in sorted(planned.items()):
+    for (source, target), count in sorted(done.planned.items()):
         verb = "would move" if dry_run else f"moved {done.moved[source, target]} of"
         click.echo(f"member {source} -> member {target}: {verb} {count} idle partition(s)")
     if dry_run:
-        click.echo(f"{len(done.planned)} idle partition(s) would move; nothing moved (--dry-run)")
+        click.echo(f"{sum(done.planned.values())} idle partition(s) would move; nothing moved (--dry-run)")
     else:
         click.echo(f"moved {sum(done.moved.values())} partition(s); {done.skipped} left in place (busy by their "
                    "turn: run again to move them)")

@@ -29,15 +29,15 @@ from __future__ import annotations
 import functools
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from reginamq.store import Store
 from reginamq.store.database import Database
-from reginamq.store.members import Deployment, MembershipMismatch, join_up, place
+from reginamq.store.members import MembershipMismatch, join_up, place
 from reginamq.store.two_phase import Joined, TwoPhase
 
-# Idle partitions each member lists in one query while a rebalance plans.
+# Idle partitions a member lists in one query: a rebalance moves them before it lists more.
 LISTED_PER_QUERY = 10_000
 DEFAULT_IDLE_SECONDS = 60.0
 DEFAULT_BATCH = 100
@@ -54,34 +54,30 @@ class Move:
 
 @dataclass
 class Rebalanced:
-    """What a rebalance found and did."""
+    """What a rebalance found and did, by (old home, new home)."""
 
-    planned: list[Move]
-    moved: Counter[tuple[int, int]] = field(default_factory=Counter)  # (source, target) → partitions
+    planned: Counter[tuple[int, int]] = field(default_factory=Counter)  # idle partitions placed elsewhere
+    moved: Counter[tuple[int, int]] = field(default_factory=Counter)
 
     @property
     def skipped(self) -> int:
         """Planned partitions left where they were: they stopped being idle before their batch."""
-        return len(self.planned) - sum(self.moved.values())
+        return sum(self.planned.values()) - sum(self.moved.values())
 
 
-async def plan(deployment: Deployment, queue: str | None, idle_seconds: float) -> list[Move]:
-    """The idle partitions of every member (of ``queue``, or of every queue) that placement
-    puts on another member, each with where it goes."""
-    member_ids = [member.id for member in deployment.members]
-    moves: list[Move] = []
-    for member in deployment.members:
-        store, after = Store(member.database), None
-        while True:
-            rows = await store.moves.movable(after, LISTED_PER_QUERY, idle_seconds, queue)
-            for row in rows:
-                target = place(row["queue"], row["partition"], member_ids)
-                if target != member.ordinal:
-                    moves.append(Move(member.ordinal, target, row["id"], row["queue"], row["partition"]))
-            if len(rows) < LISTED_PER_QUERY:
-                break
-            after = rows[-1]["id"]
-    return moves
+async def _planned(store: Store, ordinal: int, member_ids: list[uuid.UUID], queue: str | None,
+                   idle_seconds: float) -> AsyncIterator[list[Move]]:
+    """Page after page, member ``ordinal``'s idle partitions (of ``queue``, or of every queue)
+    that placement puts on another member, each with where it goes."""
+    after = None
+    while True:
+        rows = await store.moves.movable(after, LISTED_PER_QUERY, idle_seconds, queue)
+        placed = ((row, place(row["queue"], row["partition"], member_ids)) for row in rows)
+        yield [Move(ordinal, target, row["id"], row["queue"], row["partition"])
+               for row, target in placed if target != ordinal]
+        if len(rows) < LISTED_PER_QUERY:
+            return
+        after = rows[-1]["id"]
 
 
 async def rebalance(databases: list[Database], queue: str | None = None, idle_seconds: float = DEFAULT_IDLE_SECONDS,
@@ -89,28 +85,44 @@ async def rebalance(databases: list[Database], queue: str | None = None, idle_se
                     progress: Callable[[Rebalanced], None] | None = None) -> Rebalanced:
     """Moves up to ``limit`` idle partitions (of ``queue``, or of every queue) of the deployment
     whose members ``databases`` are to where placement puts them, ``batch`` at a time; with
-    ``dry_run`` only plans. ``progress`` is told after each batch."""
+    ``dry_run`` only counts them. Each member's partitions are listed a page at a time and a
+    page is moved before the next is listed, so a rebalance holds one page, whatever the
+    number of partitions, and reads idleness shortly before it moves. ``progress`` is told
+    after each batch."""
     deployment = await join_up(databases)
     if len(deployment.members) != len(databases):
         raise MembershipMismatch("give every member of the deployment with --database-url, each once")
-    done = Rebalanced(await plan(deployment, queue, idle_seconds))
-    if limit is not None:
-        done.planned = done.planned[:limit]
-    if dry_run:
-        return done
+    member_ids = [member.id for member in deployment.members]
     coordinator = TwoPhase({member.ordinal: member.database for member in deployment.members})
-    await coordinator.recover()  # a rebalance killed halfway may hold the rows of a batch
-    routes: dict[tuple[int, int], list[Move]] = defaultdict(list)
-    for move in done.planned:
-        routes[move.source, move.target].append(move)
-    for (source, target), moves in routes.items():
-        for chunk in (moves[start:start + batch] for start in range(0, len(moves), batch)):
+    if not dry_run:
+        await coordinator.recover()  # a rebalance killed halfway may hold the rows of a batch
+    done = Rebalanced()
+    for member in deployment.members:
+        async for moves in _planned(Store(member.database), member.ordinal, member_ids, queue, idle_seconds):
+            if limit is not None:
+                moves = moves[:limit - sum(done.planned.values())]
+            done.planned.update((move.source, move.target) for move in moves)
+            if not dry_run:
+                await _move_page(coordinator, moves, batch, idle_seconds, done, progress)
+            if limit is not None and sum(done.planned.values()) >= limit:
+                return done
+    return done
+
+
+async def _move_page(coordinator: TwoPhase, moves: list[Move], batch: int, idle_seconds: float, done: Rebalanced,
+                     progress: Callable[[Rebalanced], None] | None) -> None:
+    """``moves`` (of one old home), ``batch`` at a time to each new home."""
+    routes: dict[int, list[Move]] = defaultdict(list)
+    for move in moves:
+        routes[move.target].append(move)
+    for target, bound in routes.items():
+        for chunk in (bound[start:start + batch] for start in range(0, len(bound), batch)):
+            source = chunk[0].source
             moved = await coordinator.atomically(functools.partial(_move, source=source, target=target,
                                                                    moves=chunk, idle_seconds=idle_seconds))
             done.moved[source, target] += moved
             if progress is not None:
                 progress(done)
-    return done
 
 
 async def _move(joined: Joined, source: int, target: int, moves: list[Move], idle_seconds: float) -> int:
