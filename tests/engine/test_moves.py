@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 
+from reginamq.store import Store
 from reginamq.store.members import admit, home_of, join_up, place
 from reginamq.store.messages import PartitionMoved
 from reginamq.store.rebalance import rebalance
@@ -70,6 +71,8 @@ async def test_a_rebalance_moves_the_idle_partitions_placement_changed_with_ever
             "message_created_at, retry_count) SELECT queue_id, id, '__QUEUE_MODE__', 0, 'dead', '\\x01', now(), 3 "
             "FROM rq_partitions WHERE id = $1", before[dead][1])
 
+        for database in databases:
+            await Store(database).statistics.refresh(60, 3600, full=True)
         planned = await rebalance(databases, queue, idle_seconds=0, dry_run=True)
         expected = Counter((before[name][0], 2) for name in idle)
         assert planned.planned == expected and not planned.moved
@@ -77,10 +80,15 @@ async def test_a_rebalance_moves_the_idle_partitions_placement_changed_with_ever
         done = await rebalance(databases, queue, idle_seconds=0, batch=7)
         assert sum(done.moved.values()) == len(idle) and done.skipped == 0
 
+        for database in databases:  # an incremental refresh counts the moves, as a full pass would
+            await Store(database).statistics.refresh(60, 3600, full=False)
+        counted = [{row["queue_name"]: row["partitions"] for row in await Store(database).statistics.queues(queue)}
+                   for database in databases]
         placed = [{row["name"]: row["id"] for row in await database.fetch(
             "SELECT p.name, p.id FROM rq_partitions p JOIN rq_queues q ON q.id = p.queue_id WHERE q.name = $1", queue)}
             for database in databases]
         assert set(placed[2]) == set(idle)
+        assert [members.get(queue, 0) for members in counted] == [len(names) for names in placed]
         assert set(placed[0]) | set(placed[1]) == set(NAMES) - set(idle) and not set(placed[0]) & set(placed[1])
         numbers_from = deployment.numbers_from
         assert all(home_of(partition_id, numbers_from) == 2 for partition_id in placed[2].values())

@@ -88,6 +88,8 @@ BEGIN
          WHERE n.trace_id IN (SELECT t.id FROM rq_traces t WHERE t.partition_id = ANY (v_ids))),
         (SELECT coalesce(array_agg(x), '{}') FROM rq_stream_state x WHERE x.partition_id = ANY (v_ids));
 
+    INSERT INTO rq_stats_notes (queue_id, partitions)  -- for the statistics (012_stats.sql)
+    SELECT p.queue_id, -count(*) FROM rq_partitions p WHERE p.id = ANY (v_ids) GROUP BY p.queue_id;
     INSERT INTO rq_moved AS m (queue_id, name, moved_at)
     SELECT p.queue_id, p.name, clock_timestamp() FROM rq_partitions p WHERE p.id = ANY (v_ids)
     ON CONFLICT (queue_id, name) DO UPDATE SET moved_at = EXCLUDED.moved_at;
@@ -137,6 +139,8 @@ BEGIN
     PERFORM rq_move_rows('rq_traces', 'partition_id', p_traces, p_old, p_new);
     PERFORM rq_move_rows('rq_stream_state', 'partition_id', p_stream_state, p_old, p_new);
     INSERT INTO rq_trace_names SELECT * FROM unnest(p_trace_names) ON CONFLICT DO NOTHING;
+    INSERT INTO rq_stats_notes (queue_id, partitions)
+    SELECT x.queue_id, count(*) FROM unnest(p_partitions) x GROUP BY x.queue_id;
     DELETE FROM rq_moved m USING unnest(p_partitions) x WHERE m.queue_id = x.queue_id AND m.name = x.name;
 END;
 $$;
