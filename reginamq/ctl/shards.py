@@ -12,6 +12,7 @@ two-phase transaction (store/rebalance.py); brokers follow within one maintenanc
 from __future__ import annotations
 
 import asyncio
+import time
 
 import click
 
@@ -108,7 +109,21 @@ async def _rebalance(urls: list[str], queue: str | None, idle_seconds: float, li
     try:
         for database in databases:
             await database.open()
-        return await rebalance_members(databases, queue, idle_seconds, limit, batch, dry_run)
+        return await rebalance_members(databases, queue, idle_seconds, limit, batch, dry_run, _Progress())
     finally:
         for database in databases:
             await database.close()
+
+
+class _Progress:
+    """Says how far a long rebalance is, every few seconds."""
+
+    EVERY_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self._said_at = time.monotonic()
+
+    def __call__(self, done: Rebalanced) -> None:
+        if time.monotonic() - self._said_at >= self.EVERY_SECONDS:
+            self._said_at = time.monotonic()
+            click.echo(f"... moved {sum(done.moved.values())} of {sum(done.planned.values())} listed so far")
