@@ -10,6 +10,11 @@ member's CPU per message at N = 1.
 
     python benchmarks/shard_spread.py --rate 3000 --duration 30
 
+With ``--repeat R`` the N values run R times, interleaved (1, 2, 3, 1, 2, 3, ...), so that a
+shared machine's load from minute to minute falls on every N alike; it then also prints, for
+each N, the median broker CPU per message and its ratio to the median at N = 1, which is the
+figure the target of issue 42 (within 15% of one database) is read on.
+
 Everything runs on 127.0.0.1 with embedded PostgreSQL servers in a temporary folder, removed at
 the end; the bench starts and stops its own broker for each N.
 """
@@ -20,6 +25,7 @@ import argparse
 import itertools
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,13 +103,17 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--repeat", type=int, default=1, help="run the N values this many times, interleaved")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="reginamq-shard-spread-"))
-    try:
-        results = [run(shards, root, args.rate, args.duration, args.workers) for shards in args.shards]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    one = results[0]["member_us"][0] if results[0]["shards"] == 1 else None
+    results = []
+    for _ in range(args.repeat):
+        root = Path(tempfile.mkdtemp(prefix="reginamq-shard-spread-"))
+        try:
+            results += [run(shards, root, args.rate, args.duration, args.workers) for shards in args.shards]
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    ones = [result["member_us"][0] for result in results if result["shards"] == 1]
+    one = statistics.median(ones) if ones else None
     print(f"{'N':>2} {'accepted/s':>11} {'p99 ms':>8} {'broker µs/msg':>14}  PostgreSQL µs/msg per member "
           "(share of one database's)")
     for result in results:
@@ -111,6 +121,12 @@ def main() -> None:
         wait = "" if result["cpu_wait"] is None else f"  [cpu wait {result['cpu_wait']:.0%}]"
         print(f"{result['shards']:>2} {result['in_rate']:>11,.0f} {result['p99_ms']:>8.1f} "
               f"{result['broker_us']:>14.1f}  {members}{wait}")
+    if args.repeat > 1:
+        medians = {shards: statistics.median(result["broker_us"] for result in results if result["shards"] == shards)
+                   for shards in args.shards}
+        print("median broker µs/msg: " + ", ".join(
+            f"N = {shards} {us:.1f}" + (f" ({us / medians[1] - 1:+.0%})" if 1 in medians and shards != 1 else "")
+            for shards, us in medians.items()))
     print(json.dumps(results))
 
 
