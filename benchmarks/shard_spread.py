@@ -64,12 +64,12 @@ def sample_members(data_dirs: list[Path], stop: threading.Event, cores: list[lis
             readings.append(meter.sample()[0])
 
 
-def run(shards: int, root: Path, rate: float, duration: float, workers: int) -> dict:
+def run(shards: int, root: Path, rate: float, duration: float, workers: int, bench_args: list[str]) -> dict:
     data_dir = root / f"shards{shards}" / "pgdata"
     json_path = root / f"shards{shards}.json"
     command = [sys.executable, "-m", "reginamq", "bench", "--rate", str(rate), "--duration", str(duration),
                "--workers", str(workers), "--data-dir", str(data_dir), "--json", str(json_path), "--drain", "5",
-               "--serve-arg=--shards", f"--serve-arg={shards}"]
+               "--serve-arg=--shards", f"--serve-arg={shards}", *bench_args]
     members = [shard_data_dir(data_dir, shard) for shard in range(shards)]
     cores: list[list[float]] = [[] for _ in members]
     stop = threading.Event()
@@ -104,12 +104,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--repeat", type=int, default=1, help="run the N values this many times, interleaved")
+    parser.add_argument("--bench-arg", action="append", default=[],
+                        help="passed on to reginamq bench (e.g. --bench-arg=--pop-partitions=4); repeatable")
     args = parser.parse_args()
     results = []
     for _ in range(args.repeat):
         root = Path(tempfile.mkdtemp(prefix="reginamq-shard-spread-"))
         try:
-            results += [run(shards, root, args.rate, args.duration, args.workers) for shards in args.shards]
+            results += [run(shards, root, args.rate, args.duration, args.workers, args.bench_arg)
+                        for shards in args.shards]
         finally:
             shutil.rmtree(root, ignore_errors=True)
     ones = [result["member_us"][0] for result in results if result["shards"] == 1]
