@@ -20,7 +20,7 @@ import click
 from reginamq import __version__
 from reginamq.bench.cli import bench
 from reginamq.common.errors import Unavailable
-from reginamq.config import DEFAULT_PORT, NUMBERS, PAYLOAD_COMPRESSIONS, SettingError, Settings
+from reginamq.config import DEFAULT_PORT, NUMBERS, PAYLOAD_COMPRESSIONS, SettingError, Settings, shard_file_urls
 from reginamq.ctl.consumer_groups import group
 from reginamq.ctl.dlq import dlq
 from reginamq.ctl.messages import pop, push, tail
@@ -78,6 +78,10 @@ def _bounds(name: str) -> click.ParamType:
               help="Use this PostgreSQL (>= 15) instead of the embedded one (also REGINAMQ_DATABASE_URL or "
                    "Queen's PG_HOST/PG_PORT/...). Given more than once, partitions are spread over those "
                    "databases (docs/shards.md); REGINAMQ_DATABASE_URL then holds them space-separated.")
+@click.option("--shard-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="REGINAMQ_SHARD_FILE",
+              help="A file listing the member databases, one URL a line ('#' starts a comment), in place of "
+                   "--database-url given once per database (also REGINAMQ_SHARD_FILE).")
 @click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Run this many embedded PostgreSQL servers and spread partitions over them "
                    "(for trying several databases on one machine; docs/shards.md).")
@@ -129,8 +133,16 @@ def _bounds(name: str) -> click.ParamType:
 @click.option("--pg-setting", "pg_settings", multiple=True, metavar="NAME=VALUE", envvar="REGINAMQ_PG_SETTINGS",
               help="A setting of the embedded PostgreSQL, over reginamq's tuning (repeatable; e.g. "
                    "--pg-setting shared_buffers=4GB; REGINAMQ_PG_SETTINGS holds them space-separated).")
-def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shards: int, **flags) -> None:
+def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shard_file: Path | None, shards: int,
+          **flags) -> None:
     """Start the broker (with an embedded PostgreSQL unless a database URL is given)."""
+    if shard_file is not None:
+        if database_urls:
+            raise Refusal("give the member databases with --database-url or in --shard-file, not both", USAGE)
+        try:
+            database_urls = tuple(shard_file_urls(shard_file))
+        except SettingError as error:
+            raise Refusal(str(error), USAGE) from None
     flags["database_url"] = " ".join(database_urls) or None
     try:
         settings = Settings.from_env(**flags)

@@ -172,6 +172,22 @@ class SettingError(ValueError):
     """A setting from the environment that cannot be used; the message names the variable."""
 
 
+def shard_file_urls(path: Path) -> list[str]:
+    """The member databases a shard file lists, in ordinal order: one URL a line; blank lines
+    and lines starting with ``#`` are skipped (docs/operations.md, "Several databases")."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingError(f"cannot read the shard file {path}: {error}") from None
+    urls = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    for url in urls:
+        if " " in url or "\t" in url:
+            raise SettingError(f"the shard file {path} holds one database URL a line, not {url!r}")
+    if not urls:
+        raise SettingError(f"the shard file {path} lists no database URL")
+    return urls
+
+
 # The numeric settings: their type and bounds, for the environment and the flags alike.
 NUMBERS: dict[str, tuple[type, float, float | None]] = {  # None: no upper bound
     "port": (int, 1, 65_535),

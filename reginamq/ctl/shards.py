@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import click
 
 from reginamq.common.errors import Unavailable
+from reginamq.config import SettingError, shard_file_urls
 from reginamq.store.database import Database
 from reginamq.store.members import Member, admit
 from reginamq.store.rebalance import DEFAULT_BATCH, DEFAULT_IDLE_SECONDS, Rebalanced
@@ -29,20 +32,36 @@ def shards() -> None:
     """Change the member databases of a deployment (docs/shards.md)."""
 
 
-MEMBERS = click.option(
-    "--database-url", "database_urls", multiple=True, required=True, metavar="URL", envvar="REGINAMQ_DATABASE_URL",
-    help="A member database of the deployment: give every member, as to `reginamq serve` "
-         "(REGINAMQ_DATABASE_URL holds them space-separated).")
+def members(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that give the deployment's member databases, as `reginamq serve` takes them."""
+    command = click.option(
+        "--shard-file", type=click.Path(dir_okay=False, path_type=Path), default=None, envvar="REGINAMQ_SHARD_FILE",
+        help="A file listing every member database, one URL a line, as `reginamq serve --shard-file` reads it "
+             "(also REGINAMQ_SHARD_FILE).")(command)
+    return click.option(
+        "--database-url", "database_urls", multiple=True, metavar="URL", envvar="REGINAMQ_DATABASE_URL",
+        help="A member database of the deployment: give every member, as to `reginamq serve` "
+             "(REGINAMQ_DATABASE_URL holds them space-separated).")(command)
 
 
-def _urls(database_urls: tuple[str, ...]) -> list[str]:
-    return [url for given in database_urls for url in given.split()]
+def _urls(database_urls: tuple[str, ...], shard_file: Path | None) -> list[str]:
+    urls = [url for given in database_urls for url in given.split()]
+    if shard_file is None:
+        if not urls:
+            raise click.UsageError("give every member database with --database-url, or --shard-file")
+        return urls
+    if urls:
+        raise click.UsageError("give the member databases with --database-url or in --shard-file, not both")
+    try:
+        return shard_file_urls(shard_file)
+    except SettingError as error:
+        raise click.UsageError(str(error)) from None
 
 
 @shards.command()
 @click.argument("new_url", metavar="URL")
-@MEMBERS
-def add(new_url: str, database_urls: tuple[str, ...]) -> None:
+@members
+def add(new_url: str, database_urls: tuple[str, ...], shard_file: Path | None) -> None:
     """Add the database at URL to the deployment as a new member.
 
     URL must be a database holding no queue, with max_prepared_transactions > 0. Give it to
@@ -50,7 +69,7 @@ def add(new_url: str, database_urls: tuple[str, ...]) -> None:
     member within one maintenance round once this command has added it. New partitions then
     take their share of the new member; existing ones stay where they are."""
     try:
-        member = asyncio.run(_add(_urls(database_urls), new_url))
+        member = asyncio.run(_add(_urls(database_urls, shard_file), new_url))
     except (DatabaseUnusable, Unavailable) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"added member {member.ordinal} ({member.id}); brokers given its URL serve it within one "
@@ -71,7 +90,7 @@ async def _add(urls: list[str], new_url: str) -> Member:
 
 
 @shards.command()
-@MEMBERS
+@members
 @click.option("--queue", default=None, help="Move partitions of this queue only (default: every queue).")
 @click.option("--idle-seconds", type=click.FloatRange(min=0), default=DEFAULT_IDLE_SECONDS, show_default=True,
               help="A partition moves only if nothing was written to it for this long.")
@@ -80,8 +99,8 @@ async def _add(urls: list[str], new_url: str) -> Member:
 @click.option("--batch", type=click.IntRange(min=1, max=10_000), default=DEFAULT_BATCH, show_default=True,
               help="Partitions moved in one two-phase transaction.")
 @click.option("--dry-run", is_flag=True, help="Say what would move, and move nothing.")
-def rebalance(database_urls: tuple[str, ...], queue: str | None, idle_seconds: float, limit: int | None,
-              batch: int, dry_run: bool) -> None:
+def rebalance(database_urls: tuple[str, ...], shard_file: Path | None, queue: str | None, idle_seconds: float,
+              limit: int | None, batch: int, dry_run: bool) -> None:
     """Move idle partitions to the member databases placement names for them.
 
     After `shards add`, new partitions take their share of the new member but existing ones
@@ -90,7 +109,7 @@ def rebalance(database_urls: tuple[str, ...], queue: str | None, idle_seconds: f
     member there, with its messages, cursors, dedup keys and dead letters. A partition that is
     busy stays, and a later run moves it. Brokers keep serving meanwhile."""
     try:
-        done = asyncio.run(_rebalance(_urls(database_urls), queue, idle_seconds, limit, batch, dry_run))
+        done = asyncio.run(_rebalance(_urls(database_urls, shard_file), queue, idle_seconds, limit, batch, dry_run))
     except (DatabaseUnusable, Unavailable) as error:
         raise click.ClickException(str(error)) from None
     for (source, target), count in sorted(done.planned.items()):

@@ -27,7 +27,11 @@ from tests.serve.test_member_added import drain, push
 def test_a_rebalance_moves_idle_partitions_onto_an_added_member_under_running_brokers(database_url, tmp_path):
     urls = [create_database(database_url, "rebalanced") for _ in range(3)]
     form_deployment(urls[:2])
-    process, url = start_broker_on(" ".join(urls), workers=2, log_path=tmp_path / "broker.log")
+    # the broker and the dry run read the members from a shard file
+    shard_file = tmp_path / "shards"
+    shard_file.write_text("# the deployment's member databases, the catalog first\n" + "\n".join(urls) + "\n")
+    process, url = start_broker_on(" ".join(urls), workers=2, log_path=tmp_path / "broker.log",
+                                   extra_env={"REGINAMQ_DATABASE_URL": "", "REGINAMQ_SHARD_FILE": str(shard_file)})
     queue = f"rebalanced-{uuid.uuid4().hex[:8]}"
     names = [f"p{n}" for n in range(40)]
     try:
@@ -41,7 +45,7 @@ def test_a_rebalance_moves_idle_partitions_onto_an_added_member_under_running_br
             moving = {name for name in names if place(queue, name, ids) == 2}
             assert moving, "placement put no name on the added member"
 
-            dry = shards("rebalance", urls, "--dry-run", "--idle-seconds", "0")
+            dry = shards("rebalance", [], "--dry-run", "--idle-seconds", "0", "--shard-file", str(shard_file))
             assert dry.returncode == 0, dry.stderr
             assert f"{len(moving)} idle partition(s) would move" in dry.stdout, dry.stdout
             assert partitions_on(urls[2], queue) == set()

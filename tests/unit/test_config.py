@@ -2,8 +2,10 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from reginamq.config import DEFAULT_PORT, Settings
+from reginamq.cli import main
+from reginamq.config import DEFAULT_PORT, SettingError, Settings, shard_file_urls
 
 
 def test_defaults():
@@ -92,3 +94,28 @@ def test_the_spool_folder_stays_when_a_member_database_is_added():
 
     assert folder("postgresql://a/q postgresql://b/q") == folder("postgresql://a/q postgresql://b/q postgresql://c/q")
     assert folder("postgresql://a/q") != folder("postgresql://b/q")
+
+
+def test_a_shard_file_lists_one_database_url_a_line_in_order(tmp_path):
+    listed = tmp_path / "shards"
+    listed.write_text("# the catalog first\npostgresql://a/queue\n\n  postgresql://b/queue  \n#postgresql://c/queue\n")
+    assert shard_file_urls(listed) == ["postgresql://a/queue", "postgresql://b/queue"]
+
+
+@pytest.mark.parametrize("text, complaint", [("# nothing\n\n", "lists no database URL"),
+                                             ("postgresql://a/q postgresql://b/q\n", "one database URL a line")])
+def test_a_shard_file_that_cannot_be_used_is_refused_naming_it(tmp_path, text, complaint):
+    listed = tmp_path / "shards"
+    listed.write_text(text)
+    with pytest.raises(SettingError, match=complaint) as refused:
+        shard_file_urls(listed)
+    assert str(listed) in str(refused.value)
+    with pytest.raises(SettingError, match="cannot read the shard file"):
+        shard_file_urls(tmp_path / "missing")
+
+
+def test_serve_takes_the_member_databases_from_one_place_only(tmp_path):
+    listed = tmp_path / "shards"
+    listed.write_text("postgresql://a/queue\n")
+    refused = CliRunner().invoke(main, ["serve", "--database-url", "postgresql://b/queue", "--shard-file", str(listed)])
+    assert refused.exit_code == 2 and "not both" in refused.output
