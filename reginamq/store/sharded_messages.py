@@ -62,7 +62,6 @@ Row = Sequence[Any]
 _PARTITION_ID, _PAYLOADS, _SWEEP_QUEUE, _SWEPT, _HINTS_LEFT, _CONFLATING = 1, 5, 6, 8, 9, 11
 # the notice column of a push's and an ack's rows (Messages.push, Messages.ack)
 _PUSH_NOTICE, _ACK_NOTICE = 2, 6
-MAX_KNOWN_HOMES = 100_000  # partition ids whose member is kept (see ShardedMessages._home_of)
 MAX_KNOWN_READERS = 100_000  # readers whose turn among the members is kept (see _order)
 
 
@@ -77,7 +76,6 @@ class ShardedMessages:
         self._sweeps: dict[tuple, tuple[int | None, str | None]] = {}
         self._announcing: Callable[[list[str]], list[str]] | None = None
         self._turns: dict[tuple, int] = {}  # reader → its wildcard pops so far (see _order)
-        self._known_homes: dict[str, int] = {}  # partition id → its member (Homes.of_id), until serve()
 
     def announce_through(self, hook: Callable[[list[str]], list[str]]) -> None:
         self._announcing = hook
@@ -89,18 +87,8 @@ class ShardedMessages:
         (whose subscriptions each group's next pop then copies to it)."""
         self._pooled[:] = [store.messages for store in stores]
         self._subscribed.clear()
-        self._known_homes.clear()  # an id of a member not served before has its own home now
         if self._announcing is not None:
             self.announce_through(self._announcing)
-
-    def _home_of(self, partition_id: str) -> int:
-        """The member of ``partition_id`` (Homes.of_id), read once per id while it is kept."""
-        home = self._known_homes.get(partition_id)
-        if home is None:
-            if len(self._known_homes) >= MAX_KNOWN_HOMES:  # bounded: what is dropped is read again
-                self._known_homes.clear()
-            home = self._known_homes[partition_id] = self._homes.of_id(partition_id)
-        return home
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
@@ -161,12 +149,12 @@ class ShardedMessages:
                                 batch, partitions)
         hinted: dict[int, list[str]] = defaultdict(list)
         for hint in hints:
-            hinted[self._home_of(hint)].append(hint)
+            hinted[self._homes.of_id(hint)].append(hint)
         reader = (queue, namespace, task, group)
         if len(self._turns) >= MAX_KNOWN_READERS:  # bounded: a reader forgotten starts its turns again
             self._turns.clear()
         turn = self._turns[reader] = self._turns.get(reader, -1) + 1
-        order = _order(self._home_of(hints[0]) if hints else None, hinted, len(self._pooled), turn, scan)
+        order = _order(self._homes.of_id(hints[0]) if hints else None, hinted, len(self._pooled), turn, scan)
         delivered: list[Row] = []
         hints_left: list[str] = []
         sweeps: list[bool | None] = []  # of each member asked: whether its sweep found work
@@ -239,7 +227,7 @@ class ShardedMessages:
                   statuses: list[str], errors: list[str | None]) -> list[Row]:
         items: dict[int, list[int]] = defaultdict(list)
         for item, partition in enumerate(partitions):
-            items[self._home_of(partition)].append(item)
+            items[self._homes.of_id(partition)].append(item)
         if len(items) == 1:  # one member holds every partition: the ack goes there as it came
             store = await self._members.store(next(iter(items)))
             return await store.messages.ack(groups, partitions, txids, leases, statuses, errors)
