@@ -12,8 +12,9 @@ two-phase transaction (store/rebalance.py); brokers follow within one maintenanc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import click
@@ -76,17 +77,23 @@ def add(new_url: str, database_urls: tuple[str, ...], shard_file: Path | None) -
                "maintenance round")
 
 
+@contextlib.asynccontextmanager
+async def _opened(urls: list[str], size: int) -> AsyncIterator[list[Database]]:
+    """A pool of ``size`` connections on each of ``urls``, closed afterwards."""
+    databases = [Database(url, size) for url in urls]
+    try:
+        for database in databases:
+            await database.open()
+        yield databases
+    finally:
+        for database in databases:
+            await database.close()
+
+
 async def _add(urls: list[str], new_url: str) -> Member:
     await apply_schema(new_url)
-    databases = [Database(url, 2) for url in urls]
-    new = Database(new_url, 2)
-    try:
-        for database in (*databases, new):
-            await database.open()
-        return await admit(databases, new)
-    finally:
-        for database in (*databases, new):
-            await database.close()
+    async with _opened([*urls, new_url], 2) as databases:
+        return await admit(databases[:-1], databases[-1])
 
 
 @shards.command()
@@ -124,14 +131,8 @@ def rebalance(database_urls: tuple[str, ...], shard_file: Path | None, queue: st
 
 async def _rebalance(urls: list[str], queue: str | None, idle_seconds: float, limit: int | None, batch: int,
                      dry_run: bool) -> Rebalanced:
-    databases = [Database(url, 3) for url in urls]
-    try:
-        for database in databases:
-            await database.open()
+    async with _opened(urls, 3) as databases:
         return await rebalance_members(databases, queue, idle_seconds, limit, batch, dry_run, _Progress())
-    finally:
-        for database in databases:
-            await database.close()
 
 
 class _Progress:
