@@ -323,6 +323,7 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
             finally:
                 if may_sweep:
                     sweeps.release(key)
+            handed_back = False  # hints the pop did not get to: more is waiting
             if rows:
                 last = rows[-1]
                 trailing = last[1] is None  # the last row without a message: see rq_pop
@@ -330,6 +331,7 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
                 if trailing:
                     trailer = rows.pop()
                     broker.hot.give_back(_source(request), request.group, trailer[9])
+                    handed_back = bool(trailer[9])
                     if report and trailer[11] is not None:
                         broker.policies.record(key, trailer[11])
                         conflating = trailer[11]
@@ -344,7 +346,7 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
                     None if request.auto_ack else lease_id)
             if rows:
                 broker.meter.popped(rows[0][0], delivered, oldest)
-                if _took_all_it_could(rows, delivered, sized):
+                if handed_back or _took_all_it_could(rows, delivered, sized):
                     waiters.wake(rows[0][0], request.group)  # there may be more work: the group's next poller looks
                 return _answer(rows, "" if request.auto_ack else lease_id, conflating, request, plan)
             remaining = deadline - time.monotonic()

@@ -14,17 +14,26 @@ that hold the partitions it names (docs/shards.md, "Routes over members").
   the catalog holds it (:meth:`ShardedConsumerGroups.subscribe_everywhere`); a namespace/task
   pop does so for each queue it selects, before it asks any member, so that members the pop
   does not ask still start the group where the others do.
-- **Pop of one partition**: its home. **Wildcard and namespace/task pops**: the members in turn,
-  the one with the most hinted partitions first, each asked for what the pop still has room
-  for (messages and partitions), until it is full or every member was asked. A member is
-  asked only when the pop has something to look at there, as the engine asks one database
-  only then (engine/pop.py): hints of its partitions, a look-up of the recent writes, a
-  backlog sweep, or the group's policy while no member has told it yet. A member with work
-  and no hints is therefore reached by the engine's look-ups and sweeps, as on one database.
-  One lease may hold partitions on several members. A member that cannot be reached is passed
-  over (its hints are handed back); the pop fails only when it asked every member and none
-  answered. Each member's backlog sweep keeps its own position here (a sweep walks that
-  member's partitions), so the position the engine passes back is not used.
+- **Pop of one partition**: its home. **Wildcard and namespace/task pops** ask a member only
+  when the pop has something to look at there, as the engine asks one database only then
+  (engine/pop.py): hints of its partitions, a look-up of the recent writes, a backlog sweep,
+  or the group's policy while no member has told it yet. A member with work and no hints is
+  therefore reached by the engine's look-ups and sweeps, as on one database. When the pop
+  holds hints of partitions on several members and looks at nothing else (no look-up, no
+  sweep), and has room for a message and a partition on each, those members are asked
+  together, the room (messages and partitions) split in proportion to the hints each holds:
+  one round trip instead of one a member. A hint names a partition with new messages, so the
+  shares follow where the work is; a member that fills its share hands back the hints it did
+  not check, and the engine wakes the group's next poller for them (engine/pop.py), as it
+  does after a full pop. A look-up or a sweep has no such measure of where the work is (an
+  even split would cut a single busy partition's batch to a fraction), so such pops, and
+  pops of one message or one partition, ask the members in turn: the home of the oldest hint
+  first, then the one with the most hints, each for what the pop still has room for, until it
+  is full or every member was asked. One lease may hold partitions on several members. A
+  member that cannot be reached is passed over (its hints are handed back); the pop fails
+  only when it asked every member and none answered. Each member's backlog sweep keeps its
+  own position here (a sweep walks that member's partitions), so the position the engine
+  passes back is not used.
 - **Ack**: grouped by the home each partition id tells, one ack per member, concurrently.
 - **Notices** of a push or an ack over several members go out once, on one of them
   (:meth:`ShardedMessages._written`): every process listens on every member.
@@ -155,50 +164,55 @@ class ShardedMessages:
             self._turns.clear()
         turn = self._turns[reader] = self._turns.get(reader, -1) + 1
         order = _order(self._homes.of_id(hints[0]) if hints else None, hinted, len(self._pooled), turn, scan)
-        delivered: list[Row] = []
-        hints_left: list[str] = []
-        sweeps: list[bool | None] = []  # of each member asked: whether its sweep found work
-        conflating: bool | None = None
-        room, partitions_left = batch, partitions
+        delivered = _Gathered(batch, partitions)
+        asked = [home for home in order if hinted[home]]
+        if not (scan or may_sweep) and 1 < len(asked) <= min(batch, partitions):
+            # hints on several members, room for each: asked together, the room split
+            weights = [len(hinted[home]) for home in asked]
+            answers = await asyncio.gather(
+                *(pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room, share)
+                  for home, room, share in zip(asked, _shares(batch, weights), _shares(partitions, weights),
+                                               strict=True)),
+                return_exceptions=True)
+            failures = [answer for answer in answers if isinstance(answer, BaseException)]
+            if any(not isinstance(failure, Unavailable) for failure in failures):
+                raise next(failure for failure in failures if not isinstance(failure, Unavailable))
+            if len(failures) == len(order):
+                raise failures[0]  # every member was asked and none answered
+            for home, answer in zip(asked, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    delivered.unreached(hinted[home])
+                else:
+                    self._take(delivered, reader, home, answer)
+            delivered.hints_left += _unasked(hinted, [home for home in order if home not in asked])
+            return delivered.answer(len(order))
         unreachable = 0
-        policy_told = False  # a member told the group's policy: the others are not asked for it
         for position, home in enumerate(order):
-            if room <= 0 or partitions_left <= 0:
-                hints_left += _unasked(hinted, order[position:])
+            if delivered.full:
+                delivered.hints_left += _unasked(hinted, order[position:])
                 break
-            asks_policy = report and not policy_told
+            asks_policy = report and not delivered.policy_told
             if not (hinted[home] or scan or may_sweep or asks_policy):
                 continue  # nothing to look at there (see the header)
             try:
-                rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)), room,
-                                    partitions_left, asks_policy)
+                rows = await pop_on(home, hinted[home], self._sweeps.get((*reader, home), (None, None)),
+                                    delivered.room, delivered.partitions_left, asks_policy)
             except Unavailable:
-                if not delivered and position == len(order) - 1 and unreachable == position:
+                if delivered.empty and position == len(order) - 1 and unreachable == position:
                     raise  # every member was asked and none answered
                 unreachable += 1
-                hints_left += hinted[home]
-                sweeps.append(None)
+                delivered.unreached(hinted[home])
                 continue
-            last = rows[-1] if rows else None
-            sweeps.append(None if last is None else last[_SWEPT])
-            if last is None:
-                continue
-            if last[_SWEPT] is not None:
-                self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
-            if last[_PARTITION_ID] is None:  # said something: hints left, the group's policy
-                hints_left += last[_HINTS_LEFT] or []
-                policy_told = policy_told or last[_CONFLATING] is not None
-                conflating = last[_CONFLATING] if conflating is None else conflating
-                rows = rows[:-1]
-            if rows:
-                delivered += rows
-                conflating = False if conflating is None else conflating  # a queue matched
-                room -= sum(len(row[_PAYLOADS]) for row in rows)
-                partitions_left -= len({row[_PARTITION_ID] for row in rows})
-        swept = _swept(sweeps, len(order))
-        if not delivered and not hints_left and swept is None and conflating is None:
-            return []
-        return [*delivered, _trailer(hints_left, swept, conflating)]
+            self._take(delivered, reader, home, rows)
+        return delivered.answer(len(order))
+
+    def _take(self, gathered: _Gathered, reader: tuple, home: int, rows: list[Row]) -> None:
+        """Takes one member's answer to a pop into ``gathered``, and keeps where that member's
+        sweep for the reader stopped."""
+        last = rows[-1] if rows else None
+        if last is not None and last[_SWEPT] is not None:
+            self._sweeps[(*reader, home)] = (last[_SWEEP_QUEUE], last[_SWEEP_QUEUE + 1])
+        gathered.take(rows)
 
     async def _subscribe_everywhere(self, queue: str | None, namespace: str | None, task: str | None, group: str,
                                     mode: str, start: datetime | None, conflation: bool | None) -> None:
@@ -289,6 +303,67 @@ class ShardedMessages:
     async def expired_leases(self, limit: int) -> list[Row]:
         found = await asyncio.gather(*(member.expired_leases(limit) for member in self._pooled))
         return [row for rows in found for row in rows][:limit]
+
+
+class _Gathered:
+    """What a pop over several members has gathered so far: the messages delivered, the hints
+    handed back, each asked member's sweep result and the group's policy, and the room left."""
+
+    def __init__(self, room: int, partitions: int):
+        self.rows: list[Row] = []
+        self.hints_left: list[str] = []
+        self.sweeps: list[bool | None] = []  # of each member asked: whether its sweep found work
+        self.conflating: bool | None = None
+        self.policy_told = False  # a member told the group's policy: the others are not asked for it
+        self.room, self.partitions_left = room, partitions
+
+    @property
+    def full(self) -> bool:
+        return self.room <= 0 or self.partitions_left <= 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+    def unreached(self, hints: list[str]) -> None:
+        """A member asked did not answer: its hints are handed back."""
+        self.hints_left += hints
+        self.sweeps.append(None)
+
+    def take(self, rows: list[Row]) -> None:
+        last = rows[-1] if rows else None
+        self.sweeps.append(None if last is None else last[_SWEPT])
+        if last is None:
+            return
+        if last[_PARTITION_ID] is None:  # said something: hints left, the group's policy
+            self.hints_left += last[_HINTS_LEFT] or []
+            self.policy_told = self.policy_told or last[_CONFLATING] is not None
+            self.conflating = last[_CONFLATING] if self.conflating is None else self.conflating
+            rows = rows[:-1]
+        if rows:
+            self.rows += rows
+            self.conflating = False if self.conflating is None else self.conflating  # a queue matched
+            self.room -= sum(len(row[_PAYLOADS]) for row in rows)
+            self.partitions_left -= len({row[_PARTITION_ID] for row in rows})
+
+    def answer(self, members: int) -> list[Row]:
+        """The pop's rows as one database answers them (see Messages.pop)."""
+        swept = _swept(self.sweeps, members)
+        if not self.rows and not self.hints_left and swept is None and self.conflating is None:
+            return []
+        return [*self.rows, _trailer(self.hints_left, swept, self.conflating)]
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights``, each share at least 1 (``total`` is at
+    least the number of shares), the shares adding up to ``total``."""
+    spare = total - len(weights)
+    exact = [spare * weight / sum(weights) for weight in weights]
+    shares = [1 + int(part) for part in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda index: int(exact[index]) - exact[index])
+    for index in by_remainder[:total - sum(shares)]:
+        shares[index] += 1
+    return shares
 
 
 def _order(oldest: int | None, hinted: dict[int, list[str]], members: int, turn: int, scan: bool) -> list[int]:

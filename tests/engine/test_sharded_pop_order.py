@@ -2,7 +2,8 @@
 (store/sharded_messages.py, docs/shards.md "Routes over members"): a member is asked only when
 the pop has something to look at there; the home of the oldest hint is asked first, so that a
 member whose partitions are hinted less often than another's is served in hint order and never
-starves; work that no hint names is found by the backlog sweep on whichever member holds it."""
+starves; work that no hint names is found by the backlog sweep on whichever member holds it;
+members that each have something to look at are asked together, the room split between them."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from collections import Counter
 
 import orjson
 
+from reginamq.engine import pop as pops
 from reginamq.engine.hot_partitions import HotPartitions
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store.members import place
 from reginamq.store.sharded import ShardedStore
 from tests.engine.helpers import push, sharded
+from tests.engine.test_waiters import engine_broker, process_state, wait_listening
 
 
 class Counted:
@@ -171,3 +174,60 @@ async def test_a_look_up_of_recent_writes_reaches_each_member_in_turn(database_u
                 delivered_at = attempt
                 break
         assert delivered_at is not None and delivered_at < 3, "the member without hints waited behind the hinted one"
+
+
+async def test_members_with_hints_are_asked_together_the_room_split_by_their_hints(database_url):
+    """Three hinted partitions on one member and one on another, four messages in each, a pop
+    of up to 8 messages: both members are asked at once, for 6 and 2 (in proportion to their
+    hints, at least one each). Asked in turn, the first member would have filled the pop alone."""
+    async with sharded(database_url) as (deployment, store):
+        on = names_on(deployment, "t", 3)
+        busy, quiet = on[0], on[1][:1]
+        await push(store.messages, [("t", name, f"t-{name}-{k}") for name in busy + quiet for k in range(4)])
+        ids = await ids_of(store, "t", busy + quiet)
+        calls = counting(store)
+        rows = await store.messages.pop("t", None, None, None, QUEUE_MODE, 8, 8, True, 30, str(uuid.uuid4()),
+                                        "all", None, None, None, False, [ids[name] for name in busy + quiet],
+                                        None, False, None, False)
+        trailer = rows.pop()
+        by_member = Counter(0 if str(row[1]) in {ids[name] for name in busy} else 1
+                            for row in rows for _ in row[5])
+        assert calls == Counter({0: 1, 1: 1}), "each member with hints is asked once"
+        assert by_member == Counter({0: 6, 1: 2})
+        assert [str(hint) for hint in trailer[9]] == [ids[busy[2]]], "the hint the busy member did not reach"
+
+        calls.clear()
+        delivered, handed_back = await wildcard(store, "t", [ids[busy[2]], ids[quiet[0]]], batch=1)
+        assert delivered == [ids[busy[2]]] and handed_back == [ids[quiet[0]]]
+        assert calls == Counter({0: 1}), "a pop of one message asks the members in turn, and stops when full"
+
+
+async def test_a_pop_that_hands_hints_back_wakes_the_next_poller_of_its_group(database_url):
+    """Four hinted partitions on one member and one on another, a pop of up to 5 partitions:
+    the busy member's share is less than 4, so it hands hints back although the pop is not full. The
+    engine then wakes the group's next parked poller, as after a full pop, instead of leaving
+    that partition to the poller's next re-check."""
+    async with sharded(database_url) as (deployment, store):
+        hot, fill_waits, waiters = process_state()
+        await waiters.listen(store)
+        try:
+            await wait_listening(waiters)
+            broker = engine_broker(waiters, store, hot, fill_waits)
+            request = pops.PopRequest(queue="h", partition=None, namespace=None, task=None, group=QUEUE_MODE,
+                                      batch=100, partitions=5, auto_ack=True, wait=False, timeout_ms=0,
+                                      lease_seconds=60, subscription_mode="all", subscription_from=None)
+            assert (await pops.pop(broker, request)).rows == []  # the reader exists: pushes hint it
+            on = names_on(deployment, "h", 4)
+            await push(store.messages, [("h", name, f"t-{name}") for name in on[0] + on[1][:1]])
+            for _ in range(100):
+                if await waiters.sync(store) and hot.waiting("h", QUEUE_MODE) == 5:
+                    break
+            assert hot.waiting("h", QUEUE_MODE) == 5, "the push's notices became hints"
+            next_poller = waiters.park("h", QUEUE_MODE)
+            popped = await pops.pop(broker, request)
+            delivered = len({row[1] for row in popped.rows})
+            assert 0 < delivered < 5, "the busy member filled its share of the partitions: the pop is not full"
+            assert hot.waiting("h", QUEUE_MODE) == 5 - delivered, "the hints handed back wait for the next poller"
+            assert next_poller.done() and next_poller.result() is True
+        finally:
+            await waiters.stop()
