@@ -84,7 +84,8 @@ def _bounds(name: str) -> click.ParamType:
                    "--database-url given once per database (also REGINAMQ_SHARD_FILE).")
 @click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Run this many embedded PostgreSQL servers and spread partitions over them "
-                   "(for trying several databases on one machine; docs/shards.md).")
+                   "(for trying several databases on one machine; docs/shards.md). Started again "
+                   "with a larger N, the new servers join the deployment.")
 @click.option("--workers", type=_bounds("workers"), default=None,
               help="Worker processes sharing the port [default: one per two cores; with PostgreSQL on "
                    "a machine of its own, one per core is the better choice].")
@@ -179,7 +180,7 @@ def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shard_fi
                 database_urls.append(embedded[-1].start())
         for url in database_urls:
             asyncio.run(apply_schema(url, settings.payload_compression))
-        database_urls = asyncio.run(check_deployment(database_urls))
+        database_urls = asyncio.run(check_deployment(database_urls, admit_waiting=bool(embedded)))
         settings = Settings.from_env(**{**flags, "database_url": " ".join(database_urls)})
         prepare_spool(settings.resolved_spool_dir())
         scheme = "http" if settings.tls_cert is None else "https"

@@ -196,20 +196,29 @@ def _named(database: Database) -> str:
     return f"database {urlsplit(database.dsn).path.lstrip('/') or '(default)'} on {where(database.dsn)}"
 
 
-async def check_deployment(urls: list[str]) -> list[str]:
+async def check_deployment(urls: list[str], admit_waiting: bool = False) -> list[str]:
     """:func:`join_up` over pools of its own: what ``reginamq serve`` runs once, after the
     schema and before its workers start. Returns ``urls`` in the members' ordinal order, the
-    order in which the workers are given them, then the databases waiting to be added."""
+    order in which the workers are given them, then the databases waiting to be added. With
+    ``admit_waiting`` (``serve --shards N`` given more embedded servers than its deployment
+    has: no other broker can reach them) the waiting databases are added first, in order."""
     databases = [Database(url, 2) for url in urls]
     try:
         for database in databases:
             await database.open()
         deployment = await join_up(databases)
         waiting = list(deployment.pending.values())
+        serving = [member.database for member in deployment.members]
+        if admit_waiting:
+            for database in waiting:
+                member = await admit(serving, database)
+                log.warning("%s joined the deployment as member %d", _named(database), member.ordinal)
+                serving.append(database)
+            waiting = []
         for database in waiting:
             log.warning("%s is in no deployment yet: it is served once `reginamq shards add` adds it",
                         _named(database))
-        return [member.database.dsn for member in deployment.members] + [database.dsn for database in waiting]
+        return [database.dsn for database in serving + waiting]
     finally:
         for database in databases:
             await database.close()
