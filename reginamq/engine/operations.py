@@ -210,8 +210,8 @@ async def dlq_purge(broker: Broker, *, queue: str | None, group: str | None = No
 
 
 def unavailable(broker: Broker) -> None:
-    """Count a call the database could not serve, and tell the database's reachability so that
-    health reports it until a call gets through again."""
+    """Count a call the database could not serve (the meter's db_errors, and the refusals the
+    outage's log line reports once the database is back)."""
     broker.meter.db_errors += 1
     broker.database.reachability.refuse()
 
