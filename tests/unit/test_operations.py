@@ -147,7 +147,7 @@ async def test_refusals_of_the_calls_that_write(broker):
 
 async def test_a_renewal_names_a_lease_and_a_whole_number_of_seconds(broker):
     assert str(await async_refusal(operations.renew, broker, "abc")) == "leaseId must be a UUID, got 'abc'"
-    for seconds in (0, MAX_SECONDS + 1, True, 1.5, "60"):
+    for seconds in (0, MAX_SECONDS + 1, True, 1.5, "60", None):
         refused = await async_refusal(operations.renew, broker, LEASE, seconds)
         assert str(refused) == f"seconds must be an integer between 1 and {MAX_SECONDS}"
 
