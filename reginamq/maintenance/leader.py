@@ -3,15 +3,18 @@
 The election is a lease row: a process holds the loop while it keeps renewing the row; when
 it dies the lease expires and another process takes over within ``LEASE_SECONDS``. The row is
 the authority, so two processes never run the loop at the same time for longer than a
-renewal that is already late.
+renewal that is already late. A loop that stops hands its lease back, so another process takes
+over at its next tick rather than after the lease runs out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
 
+from reginamq.common.errors import Unavailable
 from reginamq.common.periodic import Periodic
 from reginamq.store import Store
 
@@ -47,6 +50,11 @@ class ElectedLoop(Periodic):
         if await take(self._store, self.LEASE_NAME, self._holder):
             await self.round()
             self.rounds += 1
+
+    async def stop(self) -> None:
+        await super().stop()
+        with contextlib.suppress(Unavailable):  # the database is away: the lease runs out by itself
+            await self._store.leadership.release(self.LEASE_NAME, self._holder)
 
     def pause(self, busy: float) -> float:
         return max(self._interval, busy / self.MAX_DUTY_CYCLE - busy)
