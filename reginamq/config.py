@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -108,7 +109,7 @@ class Settings:
     _SECRETS: ClassVar[frozenset[str]] = frozenset({"auth_secret", "encryption_key", "encryption_old_keys"})
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
         """Build settings from the environment, then apply explicit (flag) overrides."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
@@ -130,6 +131,20 @@ class Settings:
                 values["database_url"] = queen_url
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    @classmethod
+    def checked(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """:meth:`from_env`, with ``overrides`` held to the bounds and spellings the environment
+        and the flags are held to (a SettingError names the setting): for callers that give
+        settings as Python values, where no flag parser has checked them."""
+        fields = {field.name for field in dataclasses.fields(cls)}
+        checked = {}
+        for name, value in overrides.items():
+            if name not in fields:
+                raise SettingError(f"unknown setting {name!r}")
+            if value is not None:
+                checked[name] = _check_value(name, value)
+        return cls.from_env(environ, **checked)
 
     def __repr__(self) -> str:
         shown = []
@@ -216,20 +231,20 @@ def subscription_mode(raw: str, source: str = "REGINAMQ_DEFAULT_SUBSCRIPTION_MOD
     raise SettingError(f"{source} must be all or new, not {raw!r}")
 
 
+_PATHS = ("data_dir", "spool_dir", "auth_secret_file", "auth_public_key", "auth_jwks", "tls_cert", "tls_key")
+
+
 def _coerce(name: str, raw: str, variable: str) -> object:
     if name == "default_subscription_mode":
         return subscription_mode(raw, variable)
     if name in NUMBERS:
-        kind, low, high = NUMBERS[name]
+        kind = NUMBERS[name][0]
         try:
             value = kind(raw)
         except ValueError:
             raise SettingError(f"{variable} must be {'an integer' if kind is int else 'a number'}, "
                                f"not {raw!r}") from None
-        if value < low or (high is not None and value > high):
-            raise SettingError(f"{variable} must be at least {low}, not {raw}" if high is None else
-                               f"{variable} must be between {low} and {high}, not {raw}")
-        return value
+        return _within_bounds(name, value, variable, raw)
     if name == "payload_compression":
         if raw.strip().lower() not in PAYLOAD_COMPRESSIONS:
             raise SettingError(f"{variable} must be one of {', '.join(PAYLOAD_COMPRESSIONS)}, not {raw!r}")
@@ -238,9 +253,34 @@ def _coerce(name: str, raw: str, variable: str) -> object:
         if raw.lower() not in _LOG_LEVELS:
             raise SettingError(f"{variable} must be one of {', '.join(_LOG_LEVELS)}, not {raw!r}")
         return raw.lower()
-    if name in ("data_dir", "spool_dir", "auth_secret_file", "auth_public_key", "auth_jwks", "tls_cert", "tls_key"):
+    if name in _PATHS:
         return Path(raw)
     return raw
+
+
+def _within_bounds(name: str, value: float, variable: str, given: object) -> float:
+    _kind, low, high = NUMBERS[name]
+    if value < low or (high is not None and value > high):
+        raise SettingError(f"{variable} must be at least {low}, not {given}" if high is None else
+                           f"{variable} must be between {low} and {high}, not {given}")
+    return value
+
+
+def _check_value(name: str, value: object) -> object:
+    """A setting given as a Python value, held to what :func:`_coerce` holds its text to."""
+    if name in NUMBERS:
+        kind = NUMBERS[name][0]
+        allowed = (int,) if kind is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise SettingError(f"{name} must be {'an integer' if kind is int else 'a number'}, not {value!r}")
+        return _within_bounds(name, kind(value), name, value)
+    if name in _PATHS:
+        if not isinstance(value, str | os.PathLike):
+            raise SettingError(f"{name} must be a path, not {value!r}")
+        return Path(value)
+    if not isinstance(value, str):
+        raise SettingError(f"{name} must be a string, not {value!r}")
+    return _coerce(name, value, name)
 
 
 def _without_password(url: str) -> str:

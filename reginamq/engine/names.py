@@ -64,5 +64,18 @@ def check_partition_id(kind: str, value: object) -> str:
     return check_uuid(kind, value)
 
 
+def check_int(kind: str, value: object, low: int, high: int) -> int:
+    """A count or a duration: an integer (not a bool, which Python counts as one) in low..high."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRequest(f"{kind} must be an integer between {low} and {high}")
+    return value
+
+
+def check_flag(kind: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise BadRequest(f"{kind} must be true or false")
+    return value
+
+
 def group_or_queue_mode(value: str | None) -> str:
     return QUEUE_MODE if value in (None, "") else check_name("consumerGroup", value)

@@ -41,6 +41,13 @@ DEFAULT_BATCH = 200
 DEFAULT_PARTITIONS = 1
 MAX_CONFLATING_PARTITIONS = 64  # a conflating pop claims up to this many partitions, one message each
 MAX_KNOWN_POLICIES = 100_000
+# What a pop may ask for (engine/operations.py checks it; http/openapi.py describes it).
+MAX_BATCH = 10_000
+MAX_PARTITIONS_PER_POP = 1_000
+MAX_TIMEOUT_MS = 3_600_000
+DEFAULT_TIMEOUT_MS = 30_000  # how long a long poll that does not say waits
+# Where a named group's cursors start at its first pop, by the names a client may use.
+SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 
 
 @dataclasses.dataclass(frozen=True)

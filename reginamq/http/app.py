@@ -22,7 +22,7 @@ import msgspec
 
 from reginamq.common.errors import BadRequest, Unavailable
 from reginamq.common.signals import DRAIN_SIGNAL
-from reginamq.engine import partial
+from reginamq.engine import operations, partial
 from reginamq.engine.broker import Broker
 from reginamq.http import responses
 from reginamq.http.analytics import observe_request
@@ -186,8 +186,7 @@ class App:
         except BadRequest as error:
             return responses.error(error.status, str(error), **error.extra)
         except Unavailable as error:
-            self.broker.meter.db_errors += 1
-            self.broker.database.reachability.refuse()
+            operations.unavailable(self.broker)
             return responses.error(503, str(error))
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return responses.error(400, f"invalid request: {error}")

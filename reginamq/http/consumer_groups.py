@@ -30,16 +30,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reginamq.common.errors import BadRequest
+from reginamq.common.times import EARLIEST, LATEST, moment
 from reginamq.engine import consumer_groups
 from reginamq.engine.broker import Broker
 from reginamq.engine.names import QUEUE_MODE, check_name, check_queue_name
+from reginamq.engine.pop import SUBSCRIPTION_MODES
 from reginamq.http import responses
-from reginamq.http.request import EARLIEST, LATEST, Request, json_object, parse_timestamp
+from reginamq.http.request import Request, json_object
 from reginamq.http.resources import MAX_PAGE, page
 from reginamq.security.roles import ADMIN, READ_ONLY, READ_WRITE
 
 MAX_LAG_SECONDS = 10 * 365 * 86_400
-SUBSCRIPTION_MODES = {"all": "all", "new": "new", "new-only": "new"}
 
 
 def _group(request: Request) -> str:
@@ -47,12 +48,10 @@ def _group(request: Request) -> str:
 
 
 def _timestamp(name: str, value: Any) -> datetime:
-    if value == "now":
-        return datetime.now(UTC)
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp")
     try:
-        return parse_timestamp(value)
+        return moment(value)
     except ValueError:
         raise BadRequest(f"{name} must be 'now' or an ISO-8601 timestamp between years {EARLIEST.year} and "
                          f"{LATEST.year}, got {value[:40]!r}") from None

@@ -31,6 +31,7 @@ from reginamq.engine import (
     locks,
     message_admin,
     options,
+    pop,
     push,
     queues,
     reads,
@@ -103,15 +104,16 @@ QUEUE_PATH = path("queue", SEGMENT)
 GROUP_PATH = path("group", SEGMENT, "consumer group")
 GREEDY = "the rest of the path: the name may hold '/', sent unencoded (described here without)"
 POP_PARAMETERS = [
-    query("batch", int_range(1, 10_000), "messages per pop (default 200; with autopilot the broker's choice)"),
-    query("partitions", int_range(1, 1_000), "partitions one pop may lease (default 1; with autopilot the "
-                                              "broker's choice)"),
+    query("batch", int_range(1, pop.MAX_BATCH),
+          f"messages per pop (default {pop.DEFAULT_BATCH}; with autopilot the broker's choice)"),
+    query("partitions", int_range(1, pop.MAX_PARTITIONS_PER_POP),
+          f"partitions one pop may lease (default {pop.DEFAULT_PARTITIONS}; with autopilot the broker's choice)"),
     query("autoAck", QUERY_BOOL),
     query("wait", QUERY_BOOL, "long poll until a message arrives or timeout passes"),
-    query("timeout", int_range(0, 3_600_000, 30_000), "milliseconds a long poll waits"),
+    query("timeout", int_range(0, pop.MAX_TIMEOUT_MS, pop.DEFAULT_TIMEOUT_MS), "milliseconds a long poll waits"),
     query("leaseSeconds", int_range(0, options.MAX_SECONDS, 0), "0 = the queue's leaseTime"),
     query("consumerGroup", NAME, "default: queue mode"),
-    query("subscriptionMode", {"type": "string", "enum": ["all", "new", "new-only"]},
+    query("subscriptionMode", {"type": "string", "enum": list(pop.SUBSCRIPTION_MODES)},
           "where a named group starts at its first pop: all = the backlog, new = messages pushed from then on; "
           "default: the broker's --default-subscription-mode (new)"),
     query("subscriptionFrom", TIMESTAMP),

@@ -6,11 +6,14 @@ the engine side is engine/reads.py. Both are reads: no lease, no cursor, no ack.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from reginamq.common.errors import BadRequest
+from reginamq.common.times import check_moment
 from reginamq.engine import reads
 from reginamq.engine.broker import Broker
 from reginamq.http import responses
-from reginamq.http.request import Request, parse_timestamp
+from reginamq.http.request import Request
 from reginamq.security.roles import READ_ONLY
 
 
@@ -27,7 +30,7 @@ async def partitions_changed(broker: Broker, request: Request) -> responses.Resp
 
 def _since(raw: str):
     try:
-        return parse_timestamp(raw)
+        return check_moment(datetime.fromisoformat(raw))
     except ValueError:
         raise BadRequest("since must be an ISO-8601 timestamp") from None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
@@ -12,16 +12,13 @@ import msgspec
 
 from reginamq.common import jsonlimits
 from reginamq.common.errors import BadRequest
+from reginamq.common.times import EARLIEST, LATEST, moment
 
 T = TypeVar("T")
 D = TypeVar("D")
 JSON_TYPES = ("application/json", "text/plain", "+json")
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
-# Timestamps a client may send: a margin inside Python's and PostgreSQL's ranges, so that
-# arithmetic on them (an hour before, a zone shift) cannot overflow.
-EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @dataclasses.dataclass
@@ -49,14 +46,20 @@ class Request:
         values = self._query.get(name)
         return values[-1] if values else None
 
-    def query_int(self, name: str, default: D, low: int, high: int) -> int | D:
+    def query_integer(self, name: str) -> int | None:
+        """The parameter as an integer (None: not given), its range left to whoever uses it."""
         raw = self.query(name)
         if raw is None or raw == "":
-            return default
+            return None
         try:
-            value = int(raw)
+            return int(raw)
         except ValueError:
             raise BadRequest(f"query parameter {name} must be an integer, got {raw[:40]!r}") from None
+
+    def query_int(self, name: str, default: D, low: int, high: int) -> int | D:
+        value = self.query_integer(name)
+        if value is None:
+            return default
         if not low <= value <= high:
             raise BadRequest(f"query parameter {name} must be between {low} and {high}")
         return value
@@ -76,10 +79,8 @@ class Request:
         raw = self.query(name)
         if raw is None or raw == "":
             return None
-        if raw == "now":
-            return datetime.now(UTC)
         try:
-            return parse_timestamp(raw)
+            return moment(raw)
         except ValueError:
             raise BadRequest(f"query parameter {name} must be 'now' or an ISO-8601 timestamp "
                              f"between {EARLIEST.year} and {LATEST.year}") from None
@@ -105,15 +106,6 @@ def decode_json(body: bytes, shape: type[T]) -> T:
         raise BadRequest(f"invalid request body: {error}") from None
     except msgspec.DecodeError as error:
         raise BadRequest(f"malformed JSON: {error}") from None
-
-
-def parse_timestamp(raw: str) -> datetime:
-    """ISO-8601 (without a zone: UTC) within EARLIEST..LATEST; ValueError otherwise."""
-    moment = datetime.fromisoformat(raw)
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    if not EARLIEST <= moment <= LATEST:
-        raise ValueError(raw)
-    return moment
 
 
 def json_object(request: Request) -> dict[str, Any]:

@@ -119,3 +119,31 @@ def test_serve_takes_the_member_databases_from_one_place_only(tmp_path):
     listed.write_text("postgresql://a/queue\n")
     refused = CliRunner().invoke(main, ["serve", "--database-url", "postgresql://b/queue", "--shard-file", str(listed)])
     assert refused.exit_code == 2 and "not both" in refused.output
+
+
+def test_settings_given_as_python_values_are_checked_as_the_environment_is():
+    settings = Settings.checked({}, pool_size=4, push_flush_spacing_ms=5, data_dir="/tmp/x",
+                                default_subscription_mode="new-only", log_level="DEBUG")
+    assert (settings.pool_size, settings.push_flush_spacing_ms, settings.data_dir) == (4, 5.0, Path("/tmp/x"))
+    assert (settings.default_subscription_mode, settings.log_level) == ("new", "debug")
+    assert Settings.checked({"REGINAMQ_POOL_SIZE": "7"}).pool_size == 7
+    assert Settings.checked({"REGINAMQ_POOL_SIZE": "7"}, pool_size=None).pool_size == 7
+
+
+@pytest.mark.parametrize(("given", "complaint"), [
+    ({"pool_size": 0}, "pool_size must be between 1 and 500, not 0"),
+    ({"pool_size": True}, "pool_size must be an integer, not True"),
+    ({"pool_size": 2.5}, "pool_size must be an integer, not 2.5"),
+    ({"max_body_bytes": 10}, "max_body_bytes must be at least 1024, not 10"),
+    ({"maintenance_interval": "5"}, "maintenance_interval must be a number, not '5'"),
+    ({"log_level": "loud"}, "log_level must be one of debug, info, warning, error, not 'loud'"),
+    ({"default_subscription_mode": "sometimes"}, "default_subscription_mode must be all or new, not 'sometimes'"),
+    ({"payload_compression": "zip"}, "payload_compression must be one of auto, lz4, pglz, none, not 'zip'"),
+    ({"data_dir": 3}, "data_dir must be a path, not 3"),
+    ({"host": 5}, "host must be a string, not 5"),
+    ({"pool": 4}, "unknown setting 'pool'"),
+])
+def test_a_setting_given_as_a_python_value_that_cannot_be_used_is_refused_naming_it(given, complaint):
+    with pytest.raises(SettingError) as refused:
+        Settings.checked({}, **given)
+    assert str(refused.value) == complaint
