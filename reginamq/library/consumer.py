@@ -207,7 +207,7 @@ class Consumer:
     async def _next_pop(self) -> bool:
         """Pops until messages come (True), or the loop is over (False)."""
         while True:
-            if self._broker.closing:
+            if self._broker.closing or self._count.reached:
                 return False
             timeout = self._wait_ms
             if self._idle_seconds is not None:
