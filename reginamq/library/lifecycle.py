@@ -27,7 +27,7 @@ from reginamq.library.errors import StartError
 from reginamq.maintenance.loops import Maintenance
 from reginamq.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from reginamq.store.members import check_deployment
-from reginamq.store.schema import DatabaseUnusable, apply_schema
+from reginamq.store.schema import DatabaseUnusable, apply_schema, check_schema
 
 # What a start may meet that is not a bug: each says on one line what to fix.
 _START_FAILURES = (EmbeddedPostgresError, DatabaseUnusable, SpoolUnusable, Unavailable, SettingError, OSError)
@@ -63,9 +63,11 @@ class Runtime:
             url = await asyncio.to_thread(self.embedded.claim)
             settings = dataclasses.replace(settings, database_url=url)
         urls = settings.database_urls
-        if self._schema:
-            for url in urls:
+        for url in urls:
+            if self._schema:
                 await apply_schema(url, settings.payload_compression)
+            else:
+                await check_schema(url)
         urls = await check_deployment(urls)
         settings = self.settings = dataclasses.replace(settings, database_url=" ".join(urls))
         prepare_spool(settings.resolved_spool_dir())
