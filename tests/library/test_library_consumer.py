@@ -85,8 +85,10 @@ async def test_a_slow_handler_keeps_its_lease(library, queue, db):
             first_expiry = await db.fetchval(
                 "SELECT max(lease_expires_at) FROM rq_consumers WHERE lease_id = $1::uuid", message.lease_id)
 
-            async def past_the_first_lease():
-                return await now() > first_expiry + timedelta(seconds=1.5)
+            until = first_expiry + timedelta(seconds=1.5)
+
+            async def past_the_first_lease(until=until):
+                return await now() > until
             assert await eventually(past_the_first_lease, 10)
             live = await db.fetchval(
                 "SELECT max(lease_expires_at) > now() FROM rq_consumers WHERE lease_id = $1::uuid", message.lease_id)
