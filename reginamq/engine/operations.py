@@ -138,11 +138,11 @@ async def ack(broker: Broker, acknowledgments: list[acks.Ack], group: str | None
     return answers
 
 
-async def renew(broker: Broker, lease_id: str, seconds: int | None = None) -> dict:
-    """Extend a lease to ``seconds`` from now; a lease that is gone answers ``success: false``."""
+async def renew(broker: Broker, lease_id: str, seconds: int = DEFAULT_LEASE_RENEWAL_SECONDS) -> dict:
+    """Extend a lease to ``seconds`` from now; a lease that is gone answers ``success: false``.
+    ``seconds`` has a default but no "not given": a null sent for it is refused, as HTTP did."""
     lease_id = check_uuid("leaseId", lease_id)
-    seconds = DEFAULT_LEASE_RENEWAL_SECONDS if seconds is None else check_int("seconds", seconds, 1, MAX_SECONDS)
-    return await acks.extend(broker.store, lease_id, seconds)
+    return await acks.extend(broker.store, lease_id, check_int("seconds", seconds, 1, MAX_SECONDS))
 
 
 async def transaction(broker: Broker, body: transactions.TransactionBody, producer_sub: str | None = None,
@@ -210,8 +210,8 @@ async def dlq_purge(broker: Broker, *, queue: str | None, group: str | None = No
 
 
 def unavailable(broker: Broker) -> None:
-    """Count a call the database could not serve, and tell the database's reachability so that
-    health reports it until a call gets through again."""
+    """Count a call the database could not serve (the meter's db_errors, and the refusals the
+    outage's log line reports once the database is back)."""
     broker.meter.db_errors += 1
     broker.database.reachability.refuse()
 

@@ -84,7 +84,7 @@ async def ack_batch(broker: Broker, request: Request) -> responses.Response:
 
 
 async def extend_lease(broker: Broker, request: Request) -> responses.Response:
-    seconds = json_object(request).get("seconds")
+    seconds = json_object(request).get("seconds", operations.DEFAULT_LEASE_RENEWAL_SECONDS)
     return responses.json(200, await operations.renew(broker, request.path_params["leaseId"], seconds))
 
 

@@ -3,12 +3,12 @@
 The election is a lease row: a process holds the loop while it keeps renewing the row; when
 it dies the lease expires and another process takes over within ``LEASE_SECONDS``. The row is
 the authority, so two processes never run the loop at the same time for longer than a
-renewal that is already late. A loop that stops hands its lease back, so another process takes
-over at its next tick rather than after the lease runs out.
+renewal that is already late.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -19,6 +19,8 @@ from reginamq.common.periodic import Periodic
 from reginamq.store import Store
 
 LEASE_SECONDS = 15
+# How long a stopping loop tries to give its lease back; past that, the lease runs out by itself.
+RELEASE_SECONDS = 2.0
 
 
 def holder_id() -> str:
@@ -44,17 +46,24 @@ class ElectedLoop(Periodic):
         super().__init__(interval, self.LEASE_NAME)
         self._store = store
         self._holder = holder_id()
+        self._holding = False
         self.rounds = 0
 
     async def tick(self) -> None:
-        if await take(self._store, self.LEASE_NAME, self._holder):
+        self._holding = await take(self._store, self.LEASE_NAME, self._holder)
+        if self._holding:
             await self.round()
             self.rounds += 1
 
     async def stop(self) -> None:
+        """Stop, and give the lease back: another process takes the loop over at its next tick,
+        not ``LEASE_SECONDS`` later. A database that is away keeps it until it runs out."""
         await super().stop()
-        with contextlib.suppress(Unavailable):  # the database is away: the lease runs out by itself
-            await self._store.leadership.release(self.LEASE_NAME, self._holder)
+        if self._holding:
+            with contextlib.suppress(Unavailable, TimeoutError):
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await self._store.leadership.release(self.LEASE_NAME, self._holder)
+            self._holding = False
 
     def pause(self, busy: float) -> float:
         return max(self._interval, busy / self.MAX_DUTY_CYCLE - busy)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from reginamq.store.database import Family
 
 TAKE_SQL = "SELECT rq_take_leader_lease($1, $2, $3)"
-RELEASE_SQL = "DELETE FROM rq_leader_leases WHERE name = $1 AND holder = $2"
+RELEASE_SQL = "SELECT rq_release_leader_lease($1, $2)"
 
 
 class Leadership(Family):
@@ -16,7 +16,7 @@ class Leadership(Family):
         another holder's lease is live."""
         return bool(await self._db.fetchval(TAKE_SQL, name, holder, seconds))
 
-    async def release(self, name: str, holder: str) -> None:
-        """Hands lease ``name`` back if ``holder`` holds it, so the next taker need not wait for
-        it to expire."""
-        await self._db.execute(RELEASE_SQL, name, holder)
+    async def release(self, name: str, holder: str) -> bool:
+        """Gives lease ``name`` back if ``holder`` holds it (True); another holder's lease, or none,
+        is left as it is (False)."""
+        return bool(await self._db.fetchval(RELEASE_SQL, name, holder))

@@ -37,6 +37,16 @@ RETURNS bool LANGUAGE sql AS $$
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
 
+-- Give the named lease back if p_holder holds it, so that another process takes the loop at its
+-- next tick instead of after the lease runs out; true when it was held.
+CREATE OR REPLACE FUNCTION rq_release_leader_lease(p_name text, p_holder text)
+RETURNS bool LANGUAGE sql AS $$
+    WITH released AS (
+        DELETE FROM rq_leader_leases WHERE name = p_name AND holder = p_holder RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM released)
+$$;
+
 -- Whether retention deletes a segment created at p_created and ending at p_end, of a queue
 -- keeping messages p_retention seconds (retentionSeconds with retentionEnabled; 0 = none),
 -- p_max_wait seconds (maxWaitTimeSeconds; 0 = none) and consumed ones p_completed seconds:
