@@ -5,6 +5,11 @@ of two-phase transactions are elected loops or take their rows with
 ``SKIP LOCKED``, so every process runs all of them and the database decides who acts; each
 process also samples its own metrics. None of them answers a request, so none is on the
 request path: they share only the broker's store and meter.
+
+An application that embeds the broker (reginamq/library) may leave the database's upkeep to a
+fleet of brokers on the same database (``elected=False``: no retention, stats, timers or
+recovery here) and its process row to another (``metrics=False``); the member watch, this
+process's own view of the deployment, always runs.
 """
 
 from __future__ import annotations
@@ -22,14 +27,19 @@ from reginamq.store.sharded import ShardedStore
 
 
 class Maintenance:
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, elected: bool = True, metrics: bool = True):
         settings = self._settings = broker.settings
         self._started = False
-        self._loops: list[Periodic] = [ProcessMetrics(broker, settings.maintenance_interval),
-                                       TimerFire(broker.store, broker.sealer)]
+        self._elected = elected
+        self._loops: list[Periodic] = []
+        if metrics:
+            self._loops.append(ProcessMetrics(broker, settings.maintenance_interval))
+        if elected:
+            self._loops.append(TimerFire(broker.store, broker.sealer))
         if isinstance(broker.store, ShardedStore):
-            self._loops += [RecoveryLoop(broker.store, settings.maintenance_interval),
-                            MemberWatch(broker, settings.maintenance_interval, self._keep)]
+            if elected:
+                self._loops.append(RecoveryLoop(broker.store, settings.maintenance_interval))
+            self._loops.append(MemberWatch(broker, settings.maintenance_interval, self._keep))
         # Retention and the stats refresh keep each member database's own partitions, each
         # elected on that member (docs/shards.md, "Maintenance").
         for store in broker.store.member_stores():
@@ -37,7 +47,9 @@ class Maintenance:
 
     def _keep(self, store: Store) -> None:
         """Runs the retention and statistics loops of member ``store`` (started with the others,
-        or at once for a member added while running)."""
+        or at once for a member added while running), unless they are left to others."""
+        if not self._elected:
+            return
         settings = self._settings
         loops = [RetentionLoop(store, settings.maintenance_interval, settings.retention_parallelism,
                                settings.partition_idle_days), StatsLoop(store, settings.maintenance_interval)]

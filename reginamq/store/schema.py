@@ -87,6 +87,23 @@ async def apply_schema(dsn: str, payload_compression: str = "auto") -> bool:
         await conn.close()
 
 
+async def check_schema(dsn: str) -> None:
+    """For a caller that does not apply the schema (it is managed elsewhere): refuse a database
+    that does not hold this version's, before anything runs on it."""
+    conn = await _connect(dsn)
+    try:
+        found = await conn.fetchval("SELECT digest FROM rq_schema_state WHERE id = 1")
+    except asyncpg.UndefinedTableError:
+        found = None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+        raise DatabaseUnusable(f"reading reginamq's schema version on {where(dsn)} failed: {error}") from None
+    finally:
+        await conn.close()
+    if found != schema_digest(schema_files()):
+        raise DatabaseUnusable(f"the database at {where(dsn)} does not hold this version's reginamq schema; "
+                               "apply it (apply_schema=True, or `reginamq serve` on it once)")
+
+
 async def _connect(dsn: str) -> asyncpg.Connection:
     try:
         conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)

@@ -25,13 +25,16 @@ LAYERS: list[tuple[str, ...]] = [
     ("reginamq.store",),
     ("reginamq.engine", "reginamq.security"),
     ("reginamq.http", "reginamq.maintenance"),
-    ("reginamq.process",),
+    ("reginamq.process", "reginamq.library"),
     ("reginamq.server",),
     ("reginamq.bench", "reginamq.ctl"),
     ("reginamq.cli",),
     ("reginamq.__main__",),
 ]
 DRIVER_USERS = ("reginamq.store", "reginamq.bench")
+# Pairs of packages where the first never imports the second, whatever their layers allow: the
+# library calls the engine as the HTTP layer does, never through it.
+NEVER: list[tuple[str, str]] = [("reginamq.library", "reginamq.http")]
 
 
 def module_name(path: Path) -> str:
@@ -99,6 +102,13 @@ def test_only_the_store_talks_to_the_driver(name):
         return
     assert "asyncpg" not in {target.split(".")[0] for target in imports(name, TREES[name])}, (
         f"{name} imports asyncpg: database access belongs in reginamq.store")
+
+
+@pytest.mark.parametrize(("importer", "imported"), NEVER)
+def test_packages_that_never_import_each_other(importer, imported):
+    wrong = sorted(f"{name} -> {target}" for name, targets in GRAPH.items() if package_of(name) == importer
+                   for target in targets if package_of(target) == imported)
+    assert not wrong, f"{importer} must not import {imported}: {wrong}"
 
 
 def test_no_import_circles():

@@ -1,0 +1,104 @@
+"""Start and stop of an in-process broker: close answers parked polls at once and ends
+consumers, calls after close are refused, ``maintenance=False`` runs no elected loop while a
+broker with maintenance takes them and hands them back when it stops, start failures are one
+StartError, and with no URL the broker runs the embedded PostgreSQL in its data folder, which
+the last of its users stops."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from reginamq import Broker
+from reginamq.library import BrokerClosed, StartError
+from reginamq.maintenance.leader import ElectedLoop
+from tests.conftest import create_database, eventually, spool_dir
+
+
+def own_broker(url: str, **options) -> Broker:
+    return Broker(url, environ={}, spool_dir=spool_dir(), process_metrics=False,
+                  **{"maintenance": False, **options})
+
+
+async def parked(broker: Broker, count: int) -> None:
+    async def there():
+        return broker._engine is not None and broker._engine.waiters.parked >= count
+    assert await eventually(there, 10), "the long polls did not park"
+
+
+@pytest.fixture(scope="module")
+def quiet_database(database_url):
+    """A database of its own, where no other broker runs elected loops."""
+    return create_database(database_url, "library")
+
+
+async def test_close_answers_parked_polls_and_ends_consumers(database_url, queue):
+    broker = own_broker(database_url)
+    await broker.start()
+    seen = []
+
+    async def consume():
+        async with broker.consume(queue, batch=1) as messages:
+            async for message in messages:
+                seen.append(message.data)
+
+    poll = asyncio.create_task(broker.pop(queue, wait=True, timeout_ms=600_000))
+    consumer = asyncio.create_task(consume())
+    await parked(broker, 2)
+    await broker.close()
+    assert not (await poll).messages  # answered empty at once, not after ten minutes
+    await consumer
+    assert seen == []
+    with pytest.raises(BrokerClosed) as refused:
+        await broker.push(queue, [1])
+    assert refused.value.status == 503
+    await broker.close()  # a second close is a no-op
+
+
+async def test_elected_loops_run_only_with_maintenance(quiet_database):
+    async def holders() -> set[str]:
+        conn = await asyncpg.connect(quiet_database)
+        try:
+            return {row[0] for row in await conn.fetch("SELECT holder FROM rq_leader_leases")}
+        finally:
+            await conn.close()
+
+    async with own_broker(quiet_database, maintenance_interval=0.1) as without:
+        await without.push("q-quiet", [1])
+        assert (await without.pop("q-quiet", auto_ack=True)).messages
+        async with own_broker(quiet_database, maintenance=True, maintenance_interval=0.1) as with_loops:
+            assert with_loops._runtime is not None and with_loops._runtime._maintenance is not None
+            theirs = {loop._holder for loop in with_loops._runtime._maintenance._loops
+                      if isinstance(loop, ElectedLoop)}
+            assert await eventually(lambda: _holding(holders, theirs), 20)
+            assert await holders() <= theirs, "the broker without maintenance took an elected loop"
+        assert not (await holders()) & theirs, "a stopped broker kept its leases"
+
+
+async def _holding(holders, theirs: set[str]) -> bool:
+    return len(await holders() & theirs) >= 2  # retention and stats
+
+
+async def test_start_failures_are_one_start_error(fresh_database):
+    with pytest.raises(StartError) as refused:
+        await own_broker(fresh_database, apply_schema=False).start()
+    assert refused.value.error
+    with pytest.raises(StartError, match="pool_size"):
+        await own_broker(fresh_database, pool_size=0).start()
+
+
+async def test_without_a_url_the_embedded_postgresql_runs_in_the_data_folder(tmp_path, queue):
+    data_dir = tmp_path / "pgdata"
+    first = Broker(data_dir=data_dir, environ={}, maintenance=False, spool_dir=spool_dir())
+    second = Broker(data_dir=data_dir, environ={}, maintenance=False, spool_dir=spool_dir())
+    async with first:
+        await first.push(queue, ["embedded"])
+        async with second:
+            popped = await second.pop(queue)
+            assert [message.data for message in popped.messages] == ["embedded"]
+            await first.close()  # not the last user: the server stays up for the second
+            assert (data_dir / "postmaster.pid").exists()
+            await second.ack(popped.messages)
+    assert not (data_dir / "postmaster.pid").exists()  # the last user stopped it
