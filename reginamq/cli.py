@@ -177,7 +177,7 @@ def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shard_fi
             for shard in range(shards):
                 embedded.append(EmbeddedPostgres(shard_data_dir(settings.data_dir, shard),
                                                  shard_settings(embedded_settings, shards)))
-                database_urls.append(embedded[-1].start())
+                database_urls.append(embedded[-1].claim())
         for url in database_urls:
             asyncio.run(apply_schema(url, settings.payload_compression))
         database_urls = asyncio.run(check_deployment(database_urls, admit_waiting=bool(embedded)))
@@ -192,7 +192,7 @@ def serve(pg_settings: tuple[str, ...], database_urls: tuple[str, ...], shard_fi
     finally:
         claim.close()
         for server in reversed(embedded):
-            server.stop()
+            server.release()  # the last user stops it: a library may still use it (store/embedded.py)
 
 
 def _setting(text: str) -> tuple[str, str]:

@@ -2,19 +2,22 @@
 consumers, calls after close are refused, ``maintenance=False`` runs no elected loop while a
 broker with maintenance takes them and hands them back when it stops, start failures are one
 StartError, and with no URL the broker runs the embedded PostgreSQL in its data folder, which
-the last of its users stops."""
+the last of its users stops, be it a library broker or `reginamq serve`."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import asyncpg
+import httpx
 import pytest
 
 from reginamq import Broker
 from reginamq.library import BrokerClosed, StartError
 from reginamq.maintenance.leader import ElectedLoop
-from tests.conftest import create_database, eventually, spool_dir
+from tests.conftest import create_database, eventually, free_port, spool_dir
+from tests.serve.test_serve import serve_embedded
 
 
 def own_broker(url: str, **options) -> Broker:
@@ -101,4 +104,28 @@ async def test_without_a_url_the_embedded_postgresql_runs_in_the_data_folder(tmp
             await first.close()  # not the last user: the server stays up for the second
             assert (data_dir / "postmaster.pid").exists()
             await second.ack(popped.messages)
+    assert not (data_dir / "postmaster.pid").exists()  # the last user stopped it
+
+
+async def test_a_broker_process_and_the_library_share_one_embedded_server(tmp_path, queue):
+    """A library broker joins the embedded server `reginamq serve` started in its data folder:
+    serve stopping leaves the server up for the library, and the library, its last user, stops it."""
+    data_dir, port = tmp_path / "pgdata", free_port()
+    process = await asyncio.to_thread(serve_embedded, data_dir, port, "--workers", "1")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            pushed = await http.post("/api/v1/push", json={"items": [{"queue": queue, "payload": "served"}]})
+            assert pushed.status_code == 201, pushed.text
+        library = Broker(data_dir=data_dir, environ={}, maintenance=False, spool_dir=spool_dir())
+        await library.start()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 60) == 0
+    try:
+        assert (data_dir / "postmaster.pid").exists(), "serve stopped a server the library still uses"
+        popped = await library.pop(queue)
+        assert [message.data for message in popped.messages] == ["served"]
+        await library.ack(popped.messages)
+    finally:
+        await library.close()
     assert not (data_dir / "postmaster.pid").exists()  # the last user stopped it
