@@ -15,7 +15,7 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_client_tour_runs_and_delivers_in_order(broker_url, tmp_path):
-    (block,) = python_blocks()
+    block = python_blocks()[0]
     script = tmp_path / "tour.py"
     script.write_text(block.replace("http://localhost:6632", broker_url).replace('"orders"', '"tour-orders"'))
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
@@ -26,3 +26,18 @@ def test_readme_client_tour_runs_and_delivers_in_order(broker_url, tmp_path):
         steps = [int(n) for c, n in delivered if c == customer]
         assert steps == sorted(steps)
     assert len(re.findall(r"^shipping \{", result.stdout, flags=re.M)) == 6
+
+
+def test_readme_library_tour_runs_and_delivers_in_order(database_url, tmp_path):
+    block = python_blocks()[1]
+    assert "Broker()" in block
+    script = tmp_path / "library_tour.py"
+    script.write_text(block.replace("Broker()", f"Broker({database_url!r}, maintenance=False)")
+                      .replace('"orders"', '"library-tour-orders"'))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    delivered = re.findall(r"^(alice|bob) \{'customer': '\1', 'step': (\d)\}$", result.stdout, flags=re.M)
+    assert sorted(delivered) == [(c, str(n)) for c in ("alice", "bob") for n in range(3)]
+    for customer in ("alice", "bob"):
+        steps = [int(n) for c, n in delivered if c == customer]
+        assert steps == sorted(steps)
