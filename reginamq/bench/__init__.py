@@ -10,7 +10,8 @@ broker's figure has a denominator.
 Modules, each importing only the ones listed before it: :mod:`.config` (the run's options),
 :mod:`.stats` (histograms and counters), :mod:`.child` (what every load process shares: set-up,
 counting, reporting to the parent), :mod:`.verify` (per-message accounting under ``--verify``),
-:mod:`.load` (producer and consumer processes), :mod:`.system` (CPU/RSS/database size),
+:mod:`.load` (producer and consumer processes), :mod:`.inprocess` (the same load calling the library
+in-process, or nothing), :mod:`.system` (CPU/RSS/database size),
 :mod:`.display` (the progress bar), :mod:`.report` (lines, JSON, plot), :mod:`.broker` (an own
 broker), :mod:`.runner` (the run), :mod:`.ceiling` (the raw PostgreSQL rate), :mod:`.session`
 (one invocation: target, run, report, tear-down), :mod:`.cli` (the command, which loads the

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from reginamq.bench.config import SHAPES, BenchConfig
+from reginamq.bench.config import SHAPES, TRANSPORTS, BenchConfig
 from reginamq.bench.report import check_plot_available
 
 
@@ -122,6 +122,13 @@ def shape_options(function):
               help="With --verify: every Nth pop a consumer abandons its batch unacked and restarts.")
 @click.option("--retry-seconds", type=click.FloatRange(0), default=30, show_default=True,
               help="With --verify: how long a push, ack or transaction is retried on a 5xx or no answer.")
+@click.option("--transport", type=click.Choice(TRANSPORTS), default="http", show_default=True,
+              help="What the load calls: a broker over HTTP; the library (reginamq.Broker) in the bench's own "
+                   "processes, on --database-url or an embedded PostgreSQL; or nothing (null: ready-made "
+                   "answers, the generator's own CPU, to subtract from a library run's).")
+@click.option("--library-processes", is_flag=True,
+              help="With --transport library: a broker in each producer and consumer process, not all of them "
+                   "as tasks of one process over one broker.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Write the config, every interval and the final figures to this file.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
@@ -151,6 +158,9 @@ def bench(ctx: click.Context, **flags) -> None:
             raise click.UsageError(str(error)) from error
     if flags["serve_args"] and flags["url"]:
         raise click.UsageError("--serve-arg tunes the broker the bench starts; with --url, start yours with them")
+    if flags["transport"] != "http" and (flags["url"] or flags["serve_args"] or flags["workers"] != 1):
+        raise click.UsageError(f"--transport {flags['transport']} runs no broker process: drop --url, "
+                               "--serve-arg and --workers")
     cfg = _config(_with_shape(ctx, flags), rate=flags["rate"])
     if flags["with_ceiling"] and cfg.queues > 1:
         raise click.UsageError("--ceiling measures one table of --partitions partitions, not --queues: "
@@ -184,7 +194,7 @@ CONFIG_FIELDS = {"push_batch", "payload", "payload_fill", "transaction_ids", "pa
                  "producer_procs", "consumer_procs", "active", "rotate_seconds", "queue", "queues", "pop_namespace",
                  "pop_partitions", "per_partition", "manual_ack", "ack_async", "ack_inflight", "max_inflight",
                  "dedup_window", "completed_retention", "lease_seconds", "drain", "binary_push", "framed_pop", "verify",
-                 "pipeline_stages", "crash_after_pops", "retry_seconds"}
+                 "pipeline_stages", "crash_after_pops", "retry_seconds", "transport", "library_processes"}
 
 
 def _with_shape(ctx: click.Context, flags: dict) -> dict:

@@ -28,6 +28,7 @@ CONSUMER_PROC_CAPACITY = 50_000
 # process of 250 answers at least 250 pops a second even with nothing to deliver.
 CONSUMER_PROC_LONG_POLLS = 250
 QUEUE_MODE = None
+TRANSPORTS = ("http", "library", "null")
 DEFAULT_CONSUMERS = 4
 
 # Named shapes (``--shape``): the flags each stands for; a flag given on the command line wins.
@@ -83,6 +84,8 @@ class BenchConfig:
     pipeline_stages: int = 0
     crash_after_pops: int = 0
     retry_seconds: float = 30.0
+    transport: str = "http"  # or "library", "null": what the load calls (inprocess.py)
+    library_processes: bool = False  # the library in each producer and consumer process, not one
 
     def __post_init__(self) -> None:
         if not self.queue:
@@ -94,6 +97,7 @@ class BenchConfig:
         if self.pipeline_stages or self.crash_after_pops:
             self.verify = True
         self._check_queues()
+        self._check_transport()
         if self.active <= 0 or self.active > self.space:
             self.active = self.space
         cores = os.cpu_count() or 1
@@ -124,6 +128,22 @@ class BenchConfig:
         if 0 < self.consumers < self.queues and not self.pop_namespace:
             raise ValueError(f"--queues {self.queues} needs at least as many --consumers (one long poll per "
                              f"queue at least), got {self.consumers}")
+
+    def _check_transport(self) -> None:
+        """The load through the library does the plain load only (inprocess.py)."""
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"--transport is one of {', '.join(TRANSPORTS)}")
+        if self.transport == "http":
+            if self.library_processes:
+                raise ValueError("--library-processes places the library: give --transport library")
+            return
+        given = [flag for flag, on in (("--verify", self.verify), ("--per-partition", self.per_partition),
+                                       ("--binary-push", self.binary_push), ("--framed-pop", self.framed_pop),
+                                       ("--pop-namespace", self.pop_namespace)) if on]
+        if given:
+            raise ValueError(f"{', '.join(given)} work over HTTP only: drop them or --transport {self.transport}")
+        if self.transport == "null" and self.library_processes:
+            raise ValueError("--transport null counts messages in one process: drop --library-processes")
 
     @property
     def space(self) -> int:

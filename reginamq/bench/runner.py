@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from reginamq.bench import load
+from reginamq.bench import inprocess, load
 from reginamq.bench.child import stop_processes
 from reginamq.bench.config import BenchConfig
 from reginamq.bench.display import Display
@@ -36,7 +36,7 @@ CONFIGURE_CONCURRENCY = 16
 class Target:
     """Where the load goes and how its costs are found."""
 
-    url: str
+    url: str | None  # None: the load calls the library (or nothing) on database_url
     database_url: str | None
     broker_finder: Callable | None
     postgres_finder: Callable
@@ -117,16 +117,27 @@ def final_figures(cfg: BenchConfig, rows: list[dict], totals: Interval, elapsed:
 
 async def run(cfg: BenchConfig, target: Target, display: Display) -> tuple[list[dict], dict]:
     """Run the load and return (interval rows, final figures). Lines go to ``display``."""
-    await configure_queue(cfg, target.url)
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
     abort, stop = context.Event(), context.Event()
-    start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
-    started_at = time.time() + START_DELAY_S
-    processes = [context.Process(target=load.consumer_main, args=(cfg, i, target.url, start_ns, reports, stop),
-                                 name=f"bench-consumer-{i}", daemon=True) for i in range(cfg.consumer_procs)]
-    processes += [context.Process(target=load.producer_main, args=(cfg, i, target.url, start_ns, reports, abort),
-                                  name=f"bench-producer-{i}", daemon=True) for i in range(cfg.producer_procs)]
+    if cfg.transport == "http":
+        await configure_queue(cfg, target.url)
+        delay = START_DELAY_S
+        start_ns = time.monotonic_ns() + int(delay * 1e9)
+        processes = [context.Process(target=load.consumer_main, args=(cfg, i, target.url, start_ns, reports, stop),
+                                     name=f"bench-consumer-{i}", daemon=True) for i in range(cfg.consumer_procs)]
+        processes += [context.Process(target=load.producer_main,
+                                      args=(cfg, i, target.url, start_ns, reports, abort),
+                                      name=f"bench-producer-{i}", daemon=True) for i in range(cfg.producer_procs)]
+    else:
+        database_url = target.database_url or ""  # the null transport needs none
+        if cfg.transport == "library" and not database_url:
+            raise ValueError("--transport library needs a database")
+        await inprocess.configure(cfg, database_url, all_queues(cfg))
+        delay = inprocess.START_DELAY_S
+        start_ns = time.monotonic_ns() + int(delay * 1e9)
+        processes = inprocess.processes(cfg, context, database_url, start_ns, reports, abort, stop)
+    started_at = time.time() + delay
     sampler = SystemSampler(target.broker_finder, target.postgres_finder, target.database_url,
                             target.cpu_scope, target.description)
     interrupted = asyncio.Event()

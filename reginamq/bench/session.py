@@ -22,6 +22,7 @@ from reginamq.bench.display import Display
 from reginamq.bench.runner import Target, run
 from reginamq.bench.verify import Verifier, result_lines
 from reginamq.store.embedded import EmbeddedPostgres
+from reginamq.store.schema import apply_schema
 
 
 def _raise_open_files_limit() -> None:
@@ -46,8 +47,23 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
                       data_dir: Path | None, json_path: Path | None, plot_path: Path | None,
                       with_ceiling: bool = False, live: bool | None = None, serve_args: tuple[str, ...] = ()) -> int:
     _raise_open_files_limit()
-    broker = None
-    if url is None:
+    broker = server = folder = None
+    if cfg.transport != "http":
+        if url is not None:
+            raise ValueError(f"--transport {cfg.transport} calls the broker in the bench's processes, not at --url")
+        if database_url is None and cfg.transport == "library":
+            folder = None if data_dir is not None else Path(tempfile.mkdtemp(prefix="reginamq-bench-"))
+            server = EmbeddedPostgres((data_dir or folder / "pgdata").expanduser().resolve())
+            print(f"starting an embedded PostgreSQL in {server.data_dir}", flush=True)
+            database_url = server.claim()
+            await apply_schema(database_url)
+        pg_finder, pg_scope = _postgres_finder(None, server.data_dir if server else None)
+        placement = "each producer and consumer process" if cfg.library_processes else "one process"
+        description = (f"the library in {placement} on " + ("an embedded PostgreSQL" if server else "--database-url")
+                       if cfg.transport == "library" else "nothing (--transport null: the generator's own cost)")
+        broker_finder = None
+        broker_scope = "broker = in the generator's processes (gen)"
+    elif url is None:
         broker = OwnBroker(workers=workers, data_dir=data_dir, serve_args=serve_args)
         flags = " ".join(("--workers", str(workers), *serve_args))
         print(f"starting an own broker: reginamq serve {flags} on {broker.url}, "
@@ -66,7 +82,8 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
         description = f"existing broker {url}" + ("" if database_url else " (no --database-url: db size n/a)")
         broker_scope = (f"broker = process tree of pid {broker_pid} (listening on the port)" if broker_pid
                         else "broker = n/a (not a local process)")
-    broker_finder = (partial(system.broker_tree, broker_pid)) if broker_pid else None
+    if cfg.transport == "http":
+        broker_finder = (partial(system.broker_tree, broker_pid)) if broker_pid else None
     try:
         target = Target(url=url, database_url=database_url, broker_finder=broker_finder, postgres_finder=pg_finder,
                         description=description, cpu_scope=f"{broker_scope}; pg = {pg_scope}; "
@@ -107,6 +124,10 @@ async def run_session(cfg: BenchConfig, *, url: str | None, workers: int, databa
     finally:
         if broker is not None:
             broker.stop()
+        if server is not None:
+            server.release()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 async def run_ceiling_session(cfg: BenchConfig, *, database_url: str | None, data_dir: Path | None,

@@ -31,6 +31,7 @@ from reginamq.bench.session import run_session
 from reginamq.bench.system import CPU_PRESSURE, CpuMeter, CpuPressure
 from reginamq.http import binary_push
 from reginamq.store.dedup_keys import bucket
+from tests.conftest import MEMBERS
 
 
 def exact_percentile(values: list[int], q: float) -> int:
@@ -402,3 +403,40 @@ def test_many_queues_run_counts_add_up(broker_url, database_url, tmp_path, by_na
     for queue in queues.values():
         assert 1 <= queue["partitions"] <= 3
         assert queue["options"]["completedRetentionSeconds"] == 60 and queue["options"]["leaseTime"] == 30
+
+
+@pytest.mark.parametrize(("transport", "processes"), [("library", False), ("library", True), ("null", False)],
+                         ids=["library-one-process", "library-processes", "null"])
+def test_a_run_through_the_library_counts_every_message_and_its_cpu(database_url, tmp_path, transport, processes):
+    """A few seconds of load calling reginamq.Broker in the bench's processes (or calling
+    nothing): pushed = popped = acked, and the CPU figures the comparison with HTTP subtracts
+    are there. Correctness of the instrument, not a speed."""
+    urls = " ".join(MEMBERS.get(database_url, [database_url]))
+    cfg = BenchConfig(rate=500, duration=3, report=1, drain=10, partitions=20, push_batch=50,
+                      consumers=2, pop_partitions=4, completed_retention=60, transport=transport,
+                      library_processes=processes)
+    out = tmp_path / "bench.json"
+    code = asyncio.run(run_session(cfg, url=None, workers=1, database_url=urls if transport == "library" else None,
+                                   data_dir=None, json_path=out, plot_path=None, live=False))
+    assert code == 0
+    document = json.loads(out.read_text())
+    final = document["final"]
+    assert final["offered"] == 500 * 3
+    assert final["offered"] == final["accepted"] == final["popped"] == final["acked"]
+    assert (final["shed"], final["push_err"], final["pop_err"], final["ack_err"]) == (0, 0, 0, 0)
+    assert final["push_reqs"] == 500 * 3 // 50 and final["ack_reqs"] > 0
+    assert final["cpu_broker"] is None  # the library runs in the generator's processes: counted there
+    assert final["cpu_gen"] > 0 and final["cpu_pg"] is not None
+    assert all(row["cpu_gen"] is not None for row in document["intervals"])
+    if transport == "library":
+        assert final["latency_samples"] == final["popped"]
+
+
+@pytest.mark.parametrize("options", [{"verify": True}, {"binary_push": True}, {"per_partition": True}])
+def test_what_the_library_load_does_not_do_is_refused(options):
+    with pytest.raises(ValueError, match="over HTTP only"):
+        BenchConfig(rate=100, transport="library", **options)
+    with pytest.raises(ValueError, match="one process"):
+        BenchConfig(rate=100, transport="null", library_processes=True)
+    with pytest.raises(ValueError, match="--transport library"):
+        BenchConfig(rate=100, library_processes=True)
