@@ -36,8 +36,6 @@ async def test_retry_exhaustion_dead_letters_with_the_last_error(plane, queue):
     assert [(d.transaction_id, d.error_message) for d in page.messages] == [(pushed.transaction_id, "try 2")]
 
 
-@pytest.mark.xfail(strict=True, reason="store/sql/004_ack.sql sets retry_count to 0 just before the dead letter "
-                                       "is written when the budget is spent, so retryCount is always 0")
 async def test_a_dead_letter_records_the_retries_it_spent(plane, queue):
     await plane.configure(queue, QueueOptions(lease_time=30, retry_limit=1, retry_delay=0))
     await plane.push(queue, ["doomed"])

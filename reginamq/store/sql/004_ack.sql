@@ -35,6 +35,7 @@ DECLARE
     v_charged    bool;
     v_acked      bigint;
     v_spent      bool;
+    v_retries    int;           -- the retries the messages dead-lettered now had
     v_stop       bigint;
     v_done_max   bigint;
     v_n          int;
@@ -207,6 +208,7 @@ BEGIN
 
         -- One charge of the retry budget per delivery; once spent, failures are terminal.
         v_spent := false;
+        v_retries := v_cur.retry_count;
         v_charged := v_failed AND NOT v_cur.retry_charged;
         IF v_charged THEN
             IF v_cur.retry_count >= v_queue.retry_limit THEN
@@ -222,7 +224,7 @@ BEGIN
             INSERT INTO rq_dlq (queue_id, partition_id, consumer_group, message_offset, transaction_id,
                                 payload, message_created_at, error_message, retry_count)
             SELECT v_queue.id, v_key.pid, v_key.grp, a.off, a.txid, s.payloads[a.off - s.base_offset + 1],
-                   s.created_at, a.err, v_cur.retry_count
+                   s.created_at, a.err, v_retries
             FROM unnest(v_acks) a
             JOIN rq_segments s ON s.partition_id = v_key.pid AND s.base_offset <= a.off AND s.end_offset >= a.off
             WHERE a.off IS NOT NULL AND (a.status = 'dlq' OR (a.status = 'failed' AND v_spent));
