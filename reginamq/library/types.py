@@ -1,8 +1,11 @@
 """The typed values of the library: what a caller hands the broker and what it gets back.
 
 Every answer type is a frozen msgspec Struct whose encoded field names are the HTTP answer's
-keys, so ``msgspec.json.decode(http_body, type=PopResult)`` gives what ``Broker.pop`` returns
-for the same pop: the library and HTTP answer the same things under the same names. Partial
+keys, so ``msgspec.json.decode(http_body, type=PopResult)`` reads an HTTP pop into the type
+``Broker.pop`` returns: the library and HTTP answer the same things under the same names. Three
+values are spelled the Python way here: queue mode's consumer group is None (HTTP:
+``"__QUEUE_MODE__"``), an autoAck pop's lease id is None (HTTP: ``""``), and each message names
+its queue (HTTP names it once for the pop). Partial
 outcomes are values, as over HTTP: a rejected ack, a lease that could not be renewed and a
 rolled-back transaction answer ``success=False``; an empty pop (HTTP's 204) is a
 :class:`PopResult` without messages.
