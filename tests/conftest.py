@@ -300,6 +300,18 @@ def queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture
+def queue2() -> str:
+    """A second queue name no other test uses."""
+    return f"q2-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def group() -> str:
+    """A consumer group name no other test uses."""
+    return f"g-{uuid.uuid4().hex[:8]}"
+
+
 @contextlib.asynccontextmanager
 async def connection(url: str):
     """A direct database connection, closed at the end."""

@@ -14,8 +14,6 @@ Things about the client that shape these tests:
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from tests.conformance.helpers import open_client
@@ -25,14 +23,3 @@ from tests.conformance.helpers import open_client
 async def queen(broker_url):
     async with open_client(broker_url) as client:
         yield client
-
-
-@pytest.fixture
-def queue2() -> str:
-    """A second queue name no other test uses."""
-    return f"q2-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def group() -> str:
-    return f"g-{uuid.uuid4().hex[:8]}"

@@ -4,8 +4,6 @@ broker (``maintenance=False``), as an application beside a broker fleet would ru
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from reginamq import Broker
@@ -18,8 +16,3 @@ async def library(database_url):
     async with Broker(urls, maintenance=False, process_metrics=False, environ={}, spool_dir=spool_dir(),
                       maintenance_interval=0.3) as broker:
         yield broker
-
-
-@pytest.fixture
-def group() -> str:
-    return f"g-{uuid.uuid4().hex[:8]}"

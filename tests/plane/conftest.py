@@ -4,8 +4,6 @@ process on the same database), so what a case asserts holds for both doors."""
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 import pytest
 
@@ -33,13 +31,3 @@ def plane(request) -> Plane:
     if request.param == "http":
         return request.getfixturevalue("http_plane")
     return request.getfixturevalue("plane_library")
-
-
-@pytest.fixture
-def queue2() -> str:
-    return f"q2-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def group() -> str:
-    return f"g-{uuid.uuid4().hex[:8]}"
