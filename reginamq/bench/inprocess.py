@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +33,7 @@ import msgspec
 from reginamq.bench.child import Reporter, child_setup, tally
 from reginamq.bench.config import BenchConfig, queue_name
 from reginamq.bench.latency import CONSUMER_FIELDS, PRODUCER_FIELDS
-from reginamq.bench.load import InflightGate, Pacer, consumer_assignments, partition_of, push_batch_items
+from reginamq.bench.load import InflightGate, Pacer, consumer_assignments, open_loop, push_batch_items
 from reginamq.library import AckResult, Message, PopResult, PushItem, PushResult
 
 # A library child imports the engine and opens its broker (pools, LISTEN, maintenance) before the
@@ -116,7 +117,6 @@ async def _produce(cfg: BenchConfig, broker, index: int, start_ns: int, queue, a
     gate = InflightGate(max(cfg.push_batch, cfg.max_inflight // cfg.producer_procs))
     reporter = Reporter("producer", index, PRODUCER_FIELDS, queue, start_ns, cfg.report)
     sequences = [0] * cfg.space
-    tasks: set[asyncio.Task] = set()
     tx = 0
 
     async def push(items: list[PushItem], n: int) -> None:
@@ -129,34 +129,15 @@ async def _produce(cfg: BenchConfig, broker, index: int, start_ns: int, queue, a
         finally:
             gate.give(n)
 
-    report_task = asyncio.create_task(reporter.run())
-    while not abort.is_set():
-        now = time.monotonic_ns()
-        for push_index, instant in pacer.due(now):
-            c = reporter.counters
-            c["offered"] += cfg.push_batch
-            reporter.pacer_lag_max_ns = max(reporter.pacer_lag_max_ns, now - instant)
-            if not gate.try_take(cfg.push_batch):
-                c["shed"] += cfg.push_batch
-                continue
-            slot = partition_of(cfg, push_index, instant, start_ns)
-            name, partition, txids, payloads = push_batch_items(cfg, index, slot, sequences, instant, tx)
-            tx += cfg.push_batch
-            items = [PushItem(queue=name, raw=payload.encode(), partition=partition, transaction_id=txid)
-                     for txid, payload in zip(txids, payloads, strict=True)]
-            task = asyncio.create_task(push(items, cfg.push_batch))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        upcoming = pacer.next_instant()
-        if upcoming is None:
-            break
-        await asyncio.sleep(max(0.0, min((upcoming - time.monotonic_ns()) / 1e9, 0.05)))
-    if tasks:
-        await asyncio.wait(list(tasks))
-    report_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await report_task
-    reporter.send(final=True)
+    def launch(slot: int, instant: int) -> Coroutine[Any, Any, None]:
+        nonlocal tx
+        name, partition, txids, payloads = push_batch_items(cfg, index, slot, sequences, instant, tx)
+        tx += cfg.push_batch
+        items = [PushItem(queue=name, raw=payload.encode(), partition=partition, transaction_id=txid)
+                 for txid, payload in zip(txids, payloads, strict=True)]
+        return push(items, cfg.push_batch)
+
+    await open_loop(cfg, pacer, gate, reporter, abort, start_ns, launch)
 
 
 # ----------------------------------------------------------------------------- consumers

@@ -23,7 +23,8 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import aiohttp
 import orjson
@@ -192,7 +193,6 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
     push_url = f"{url}/api/v1/push"
     push_headers = BINARY_HEADERS if cfg.binary_push else JSON_HEADERS
     tx = 0
-    tasks: set[asyncio.Task] = set()
     connector = aiohttp.TCPConnector(limit=512, force_close=False)
     timeout = aiohttp.ClientTimeout(total=cfg.push_timeout)
 
@@ -241,38 +241,48 @@ async def _produce(cfg: BenchConfig, index: int, url: str, start_ns: int, queue,
         with contextlib.suppress(Exception):  # warm the pool up before the first instant
             async with session.get(f"{url}/health") as response:
                 await response.read()
-        report_task = asyncio.create_task(reporter.run())
-        while not abort.is_set():
-            now = time.monotonic_ns()
-            for push_index, instant in pacer.due(now):
-                c = reporter.counters
-                c["offered"] += cfg.push_batch
-                lag = now - instant
-                if lag > reporter.pacer_lag_max_ns:
-                    reporter.pacer_lag_max_ns = lag
-                if not gate.try_take(cfg.push_batch):
-                    c["shed"] += cfg.push_batch
-                    continue
-                slot = partition_of(cfg, push_index, instant, start_ns)
-                first = sequences[slot]
-                body = build_push_body(cfg, index, slot, sequences, instant, tx)
-                tx += cfg.push_batch
-                if cfg.verify:  # one queue: the slot is the partition
-                    task = asyncio.create_task(verified(body, cfg.push_batch, slot, first))
-                else:
-                    task = asyncio.create_task(push(body, cfg.push_batch))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            upcoming = pacer.next_instant()
-            if upcoming is None:
-                break
-            await asyncio.sleep(max(0.0, min((upcoming - time.monotonic_ns()) / 1e9, 0.05)))
-        if tasks:
-            await asyncio.wait(list(tasks))
-        report_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await report_task
-        reporter.send(final=True)
+        def launch(slot: int, instant: int) -> Coroutine[Any, Any, None]:
+            nonlocal tx
+            first = sequences[slot]
+            body = build_push_body(cfg, index, slot, sequences, instant, tx)
+            tx += cfg.push_batch
+            if cfg.verify:  # one queue: the slot is the partition
+                return verified(body, cfg.push_batch, slot, first)
+            return push(body, cfg.push_batch)
+
+        await open_loop(cfg, pacer, gate, reporter, abort, start_ns, launch)
+
+
+async def open_loop(cfg: BenchConfig, pacer: Pacer, gate: InflightGate, reporter: Reporter, abort, start_ns: int,
+                    launch: Callable[[int, int], Coroutine[Any, Any, None]]) -> None:
+    """A producer's open loop, whatever carries its pushes: each push at its instant without
+    waiting for the earlier ones (``launch(slot, instant)`` makes it), shed when it would take the
+    messages in flight past the producer's share, until the pacer's last instant or an abort;
+    then the pushes in flight are awaited and the final report sent."""
+    tasks: set[asyncio.Task] = set()
+    report_task = asyncio.create_task(reporter.run())
+    while not abort.is_set():
+        now = time.monotonic_ns()
+        for push_index, instant in pacer.due(now):
+            c = reporter.counters
+            c["offered"] += cfg.push_batch
+            reporter.pacer_lag_max_ns = max(reporter.pacer_lag_max_ns, now - instant)
+            if not gate.try_take(cfg.push_batch):
+                c["shed"] += cfg.push_batch
+                continue
+            task = asyncio.create_task(launch(partition_of(cfg, push_index, instant, start_ns), instant))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        upcoming = pacer.next_instant()
+        if upcoming is None:
+            break
+        await asyncio.sleep(max(0.0, min((upcoming - time.monotonic_ns()) / 1e9, 0.05)))
+    if tasks:
+        await asyncio.wait(list(tasks))
+    report_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await report_task
+    reporter.send(final=True)
 
 
 # ----------------------------------------------------------------------------- consumers
