@@ -3,8 +3,9 @@
     python benchmarks/library_vs_http.py [--rates 10000 5000] [--duration 45] [--rounds 2] [--json out.json]
 
 One embedded PostgreSQL in a temporary folder for the whole run. For each rate, ``--rounds``
-times, four segments one after another, each ``reginamq bench``'s load (runner.run) on a fresh
-queue of the throughput shape (``--shape throughput``, dedup on by default):
+times, four segments one after another (the first three in an order that turns each round:
+``rotated``), each ``reginamq bench``'s load (runner.run) on a fresh queue of the throughput
+shape (``--shape throughput``, dedup on by default):
 
 * ``http``: an own ``reginamq serve --workers 1`` on that PostgreSQL, started for the segment
   and stopped after it; broker CPU is its process tree's;
@@ -130,6 +131,15 @@ def totals(rows: list[dict]) -> list[str]:
     return lines
 
 
+def rotated(number: int) -> list[str]:
+    """The order of round ``number``'s segments: the three measured ones turn by one place each
+    round, so that over three rounds none always runs later on a database whose deduplication
+    keys have grown; the null segment, which does not touch PostgreSQL, closes every round."""
+    measured = list(SEGMENTS[:3])
+    shift = (number - 1) % len(measured)
+    return [*measured[shift:], *measured[:shift], "null"]
+
+
 async def main(args) -> None:
     folder = Path(tempfile.mkdtemp(prefix="reginamq-lib43-"))
     server = EmbeddedPostgres(folder / "pgdata")
@@ -141,7 +151,7 @@ async def main(args) -> None:
         await apply_schema(database_url)
         for rate in args.rates:
             for number in range(1, args.rounds + 1):
-                for kind in SEGMENTS:
+                for kind in rotated(number):
                     record = await segment(kind, rate, args, server.data_dir, database_url)
                     record["round"] = number
                     segments.append(record)
