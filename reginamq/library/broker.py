@@ -27,6 +27,7 @@ from reginamq.common.errors import Unavailable as DatabaseAway
 from reginamq.config import SettingError, Settings
 from reginamq.engine import ack as engine_acks
 from reginamq.engine import operations, partial
+from reginamq.engine import push as engine_pushes
 from reginamq.engine import queues as engine_queues
 from reginamq.engine import transaction as engine_transactions
 from reginamq.engine.broker import Broker as Engine
@@ -167,9 +168,7 @@ class Broker:
     async def push_items(self, items: Sequence[PushItem]) -> list[PushResult]:
         """Push items that may go to several queues and partitions, in one call."""
         async def push(engine: Engine) -> list[dict[str, Any]]:
-            prepared = push_items(items)
-            operations.check_payloads([bytes(item.payload) for item in prepared])
-            return await operations.push(engine, prepared, self._producer_sub,
+            return await operations.push(engine, _engine_items(items), self._producer_sub,
                                          connection=id(asyncio.current_task()))
 
         return msgspec.convert(await self._call(push), list[PushResult])
@@ -219,9 +218,7 @@ class Broker:
                 consumerGroup=ack.consumerGroup, leaseId=ack.leaseId, status=ack.status, error=ack.error)
                 for ack in (_engine_ack(item, "completed", None) for item in acks)]
             if pushes:
-                items = push_items(pushes)
-                operations.check_payloads([bytes(item.payload) for item in items])
-                operations_.append(engine_transactions.Operation(type="push", items=items))
+                operations_.append(engine_transactions.Operation(type="push", items=_engine_items(pushes)))
             body = engine_transactions.TransactionBody(operations=operations_,
                                                        requiredLeases=list(required_leases) or None)
             return await operations.transaction(engine, body, self._producer_sub)
@@ -339,6 +336,13 @@ class Broker:
             self._in_flight -= 1
             if not self._in_flight:
                 self._quiet.set()
+
+
+def _engine_items(items: Sequence[PushItem]) -> list[engine_pushes.PushItem]:
+    """The engine's push items, their payloads held to the strict JSON an HTTP body is held to."""
+    prepared = push_items(items)
+    operations.check_payloads([bytes(item.payload) for item in prepared])
+    return prepared
 
 
 def _engine_ack(item: Message | Ack, status: str, error: str | None) -> engine_acks.Ack:

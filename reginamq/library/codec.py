@@ -57,12 +57,6 @@ def push_items(items: Sequence[PushItem]) -> list[pushes.PushItem]:
     return out
 
 
-def joined_payloads(items: Sequence[pushes.PushItem]) -> bytes:
-    """The payloads as one JSON array, for one strict-JSON check of them all (as HTTP checks a
-    whole body once)."""
-    return b"[" + b",".join(bytes(item.payload) for item in items) + b"]"
-
-
 def pop_result(popped: Popped, request: PopRequest, reveal: Callable[[bytes], bytes]) -> PopResult:
     """A pop's delivery as HTTP would answer it, decoded; ``reveal`` opens sealed fragments."""
     group = None if request.group == QUEUE_MODE else request.group

@@ -200,9 +200,7 @@ class Consumer:
     def _decide(self, message: Message, status: AckStatus, error: str | None) -> None:
         if self._popped is None or all(message is not held for held in self._popped.messages):
             raise InvalidRequest("the message is not one of this consumer's current pop")
-        self._outcomes[message.id] = Ack(transaction_id=message.transaction_id, partition_id=message.partition_id,
-                                         lease_id=message.lease_id, group=message.consumer_group, status=status,
-                                         error=error)
+        self._outcomes[message.id] = _ack_of(message, status, error)
 
     async def _next_pop(self) -> bool:
         """Pops until messages come (True), or the loop is over (False)."""
@@ -252,10 +250,8 @@ class Consumer:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
         unhandled = {message.id for message in self._waiting}
-        acks = [self._outcomes.get(message.id) or Ack(
-            transaction_id=message.transaction_id, partition_id=message.partition_id, lease_id=message.lease_id,
-            group=message.consumer_group, status="retry" if message.id in unhandled else "completed")
-            for message in popped.messages]
+        acks = [self._outcomes.get(message.id) or _ack_of(message, "retry" if message.id in unhandled else "completed")
+                for message in popped.messages]
         self._waiting.clear()
         self._outcomes.clear()
         self._skipped.clear()
@@ -264,3 +260,8 @@ class Consumer:
         if lost or popped.lease_id is None:
             return
         await self._broker._settle(acks)
+
+
+def _ack_of(message: Message, status: AckStatus, error: str | None = None) -> Ack:
+    return Ack(transaction_id=message.transaction_id, partition_id=message.partition_id, lease_id=message.lease_id,
+               group=message.consumer_group, status=status, error=error)
