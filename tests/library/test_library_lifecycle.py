@@ -21,8 +21,7 @@ from tests.serve.test_serve import serve_embedded
 
 
 def own_broker(url: str, **options) -> Broker:
-    return Broker(url, environ={}, spool_dir=spool_dir(), process_metrics=False,
-                  **{"maintenance": False, **options})
+    return Broker(url, environ={}, spool_dir=spool_dir(), **{"maintenance": False, "process_metrics": False, **options})
 
 
 async def parked(broker: Broker, count: int) -> None:
@@ -129,3 +128,26 @@ async def test_a_broker_process_and_the_library_share_one_embedded_server(tmp_pa
     finally:
         await library.close()
     assert not (data_dir / "postmaster.pid").exists()  # the last user stopped it
+
+
+def test_close_leaves_no_task_behind_on_a_plain_asyncio_loop(quiet_database, queue):
+    """On an event loop of its own (asyncio's, not uvloop), a broker that ran everything it
+    starts (elected loops, process metrics, a consumer renewing its lease, a parked poll) leaves
+    no task of its own behind when it closes."""
+
+    async def application() -> set[asyncio.Task]:
+        broker = own_broker(quiet_database, maintenance=True, process_metrics=True, maintenance_interval=0.1)
+        async with broker:
+            await broker.push(queue, ["a", "b"])
+            async with broker.consume(queue, batch=1, lease_seconds=2) as messages:
+                async for message in messages:
+                    await asyncio.sleep(0)  # let the renewer start beside the handler
+                    if message.data == "b":
+                        break
+            poll = asyncio.create_task(broker.pop(queue, wait=True, timeout_ms=600_000))
+            await parked(broker, 1)
+        assert not (await poll).messages
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    left = asyncio.run(application())
+    assert not left, f"tasks left after close: {left}"
