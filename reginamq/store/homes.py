@@ -1,9 +1,10 @@
 """Where each partition of a deployment of several member databases lives, as one broker
 process knows it (docs/shards.md, "Placement and the directory").
 
-A partition id tells its home by itself (:func:`~reginamq.store.members.home_of`). A name's id
-is read from the directory on the catalog once and kept. A name the directory does not list yet
-is given a home and an id here, before anything is written under it:
+A partition id tells its home by itself (:func:`~reginamq.store.members.home_of`). A name's home
+(the member its listed id tells) is read from the directory on the catalog once and kept. A name
+the directory does not list yet is given a home and an id here, before anything is written under
+it:
 
 1. it is placed (:func:`~reginamq.store.members.place`) and given an id of its home's numbers,
    which the process takes from the home in blocks;
@@ -39,8 +40,8 @@ from reginamq.store.two_phase import Joined, TwoPhase
 
 Name = tuple[str, str]
 T = TypeVar("T")
-# Names whose id a process keeps; past this the oldest tenth is forgotten (and read again
-# from the directory when next named).
+# Names whose member a process keeps; past this the oldest are forgotten until a tenth of it is
+# free (and read again from the directory when next named).
 KEPT_NAMES = 1_000_000
 # Ids a process takes from a member at once, past what a placement needs, for the new names it
 # will place there: a new name then usually costs its home no call before its claim. Ids never
@@ -63,7 +64,10 @@ class Homes:
         self.coordinator = TwoPhase(dict(enumerate(databases)))
         self._numbers_from = 0
         self._member_ids: list[uuid.UUID] = []
-        self._listed: dict[Name, uuid.UUID] = {}
+        # queue → partition name → the member its listed id tells: the id is only ever read for
+        # its home, and one dict a queue makes a name cost its partition string and one entry
+        self._listed: dict[str, dict[str, int]] = {}
+        self._listed_count = 0
         self._queues: set[str] = set()  # known to exist on every member
         self._moved_seen: dict[int, datetime] = {}  # by member: the latest move forgotten
         self._minted: dict[int, list[uuid.UUID]] = defaultdict(list)  # by member: its ids not given yet
@@ -116,14 +120,15 @@ class Homes:
         ``queue``: its listed home, or where it would be placed."""
         listed = await self.listed([(queue, partition)])
         if listed:
-            return self.of_id(listed[queue, partition])
+            return listed[queue, partition]
         return place(queue, partition, self._member_ids)
 
-    async def listed(self, names: list[Name]) -> dict[Name, uuid.UUID]:
-        """The listed id of each of ``names`` that the directory lists. While the catalog is out
-        of reach, the id of each that another member holds; raises :class:`Unavailable` if one
-        of ``names`` is held by none of them (the catalog may hold it, or list it)."""
-        missing = list(dict.fromkeys(name for name in names if name not in self._listed))
+    async def listed(self, names: list[Name]) -> dict[Name, int]:
+        """The member holding each of ``names`` that the directory lists (the home its listed id
+        tells). While the catalog is out of reach, the member of each that another member holds;
+        raises :class:`Unavailable` if one of ``names`` is held by none of them (the catalog may
+        hold it, or list it)."""
+        missing = list(dict.fromkeys(name for name in names if self._kept(name) is None))
         if missing:
             try:
                 self._keep(await self.stores[0].directory.lookup(missing))
@@ -132,7 +137,14 @@ class Homes:
                 self._keep(held)
                 if len(held) < len(missing):
                     raise
-        return {name: self._listed[name] for name in names if name in self._listed}
+        found = {name: self._kept(name) for name in names}
+        return {name: home for name, home in found.items() if home is not None}
+
+    def _kept(self, name: Name) -> int | None:
+        partitions = self._listed.get(name[0])
+        home = None if partitions is None else partitions.get(name[1])
+        # a member this process does not serve yet: its names are the catalog's until it does
+        return home if home is None or home < len(self.stores) else 0
 
     async def _held_elsewhere(self, names: list[Name]) -> dict[Name, uuid.UUID]:
         """The id of each of ``names`` that a member other than the catalog holds, asked of every
@@ -150,12 +162,14 @@ class Homes:
         if new:
             await self._create_queues(sorted({queue for queue, _ in new}), new_queue_options)
             listed.update(await self._list(new))
-        return [self.of_id(listed[name]) for name in names]
+        return [listed[name] for name in names]
 
     def forget_names(self, names: list[Name]) -> None:
         """What is kept of ``names`` is stale (they moved to another member)."""
-        for name in names:
-            self._listed.pop(name, None)
+        for queue, partition in names:
+            partitions = self._listed.get(queue)
+            if partitions is not None and partitions.pop(partition, None) is not None:
+                self._listed_count -= 1
 
     async def forget_moved(self) -> int:
         """Forgets the names that moved away from a member (store/rebalance.py) since this
@@ -171,8 +185,7 @@ class Homes:
     def forget_queue(self, queue: str) -> None:
         """``queue`` was deleted: what is kept of it is stale."""
         self._queues.discard(queue)
-        for name in [name for name in self._listed if name[0] == queue]:
-            del self._listed[name]
+        self._listed_count -= len(self._listed.pop(queue, {}))
 
     async def _create_queues(self, queues: list[str], options: str) -> None:
         unknown = [queue for queue in queues if queue not in self._queues]
@@ -192,7 +205,7 @@ class Homes:
             await self.coordinator.atomically(create)
         self._queues.update(unknown)
 
-    async def _list(self, new: list[Name]) -> dict[Name, uuid.UUID]:
+    async def _list(self, new: list[Name]) -> dict[Name, int]:
         placed: dict[int, list[Name]] = defaultdict(list)
         for name in new:
             placed[place(*name, self._member_ids)].append(name)
@@ -206,7 +219,7 @@ class Homes:
         await asyncio.gather(*(self.stores[home].provisioning.create_partitions(names)
                                for home, names in homes.items()))
         self._keep(listed)
-        return listed
+        return {name: self.of_id(partition_id) for name, partition_id in listed.items()}
 
     async def _ids_of(self, home: int, count: int) -> list[uuid.UUID]:
         """``count`` fresh partition ids of member ``home``'s numbers, from the ones this process
@@ -219,10 +232,26 @@ class Homes:
         return taken
 
     def _keep(self, listed: dict[Name, uuid.UUID]) -> None:
-        self._listed.update(listed)
-        if len(self._listed) > KEPT_NAMES:
-            for name in list(itertools.islice(self._listed, KEPT_NAMES // 10)):
-                del self._listed[name]
+        for (queue, partition), partition_id in listed.items():
+            partitions = self._listed.setdefault(queue, {})
+            self._listed_count += partition not in partitions
+            partitions[partition] = home_of(partition_id, self._numbers_from)
+        if self._listed_count > KEPT_NAMES:  # room again for a tenth of the bound
+            self._forget_oldest(self._listed_count - KEPT_NAMES + KEPT_NAMES // 10)
+
+    def _forget_oldest(self, count: int) -> None:
+        """Forgets ``count`` kept names: of the queue first kept first, its oldest names first."""
+        for queue in list(self._listed):
+            partitions = self._listed[queue]
+            dropped = list(itertools.islice(partitions, count))
+            for partition in dropped:
+                del partitions[partition]
+            if not partitions:
+                del self._listed[queue]
+            self._listed_count -= len(dropped)
+            count -= len(dropped)
+            if not count:
+                return
 
 
 async def _reached(calls: Iterable[Awaitable[T]]) -> dict[int, T]:

@@ -290,7 +290,7 @@ class ShardedMessages:
         positions: dict[int, list[int]] = defaultdict(list)
         for position, name in enumerate(names, start=1):
             if name in listed:
-                positions[self._homes.of_id(listed[name])].append(position)
+                positions[listed[name]].append(position)
 
         async def ids_on(home: int, mine: list[int]) -> list[Row]:
             store = await self._members.store(home)

@@ -68,7 +68,7 @@ def names_on(deployment, queue: str, count: int) -> dict[int, list[str]]:
 
 
 async def ids_of(store: ShardedStore, queue: str, names: list[str]) -> dict[str, str]:
-    listed = await store.homes.listed([(queue, name) for name in names])
+    listed = await store.homes.stores[0].directory.lookup([(queue, name) for name in names])
     return {name: str(listed[queue, name]) for name in names}
 
 
