@@ -35,7 +35,7 @@ from typing import TypeVar
 from reginamq.common.errors import Unavailable
 from reginamq.store import Store
 from reginamq.store.database import Database
-from reginamq.store.members import Deployment, Member, home_of, place
+from reginamq.store.members import Deployment, Member, home_of, home_of_text, place
 from reginamq.store.two_phase import Joined, TwoPhase
 
 Name = tuple[str, str]
@@ -47,8 +47,6 @@ KEPT_NAMES = 1_000_000
 # will place there: a new name then usually costs its home no call before its claim. Ids never
 # given out are skipped numbers, of which every member has 2^54.
 MINTED_AT_ONCE = 256
-# Partition ids (as text) whose member a process keeps; past this all are forgotten.
-KEPT_HOMES = 100_000
 
 
 class MembersChanged(Unavailable):
@@ -71,7 +69,6 @@ class Homes:
         self._queues: set[str] = set()  # known to exist on every member
         self._moved_seen: dict[int, datetime] = {}  # by member: the latest move forgotten
         self._minted: dict[int, list[uuid.UUID]] = defaultdict(list)  # by member: its ids not given yet
-        self._known_homes: dict[str, int] = {}  # partition id → its member (of_id)
 
     def join(self, deployment: Deployment) -> None:
         """Serves the deployment's members, the first databases given in ordinal order; the
@@ -87,7 +84,6 @@ class Homes:
         self.stores.append(Store(member.database))
         self._member_ids.append(member.id)
         self.coordinator.admit(member.ordinal, member.database)
-        self._known_homes.clear()  # an id of the added member was the catalog's until now
 
     async def hold_members(self, catalog: Store) -> None:
         """In a unit that writes what every member holds, on ``catalog`` (its store in the unit):
@@ -99,19 +95,11 @@ class Homes:
                                  f"{len(self.stores)}; it serves the new one within seconds if it was given its URL")
 
     def of_id(self, partition_id: str | uuid.UUID) -> int:
-        """The ordinal of the member holding partition ``partition_id``; an id given as text is
-        read once while it is kept (acks and hints name the same ids again and again)."""
+        """The ordinal of the member holding partition ``partition_id``."""
         if isinstance(partition_id, uuid.UUID):
-            return self._of_number(partition_id)
-        home = self._known_homes.get(partition_id)
-        if home is None:
-            if len(self._known_homes) >= KEPT_HOMES:  # bounded: what is dropped is read again
-                self._known_homes.clear()
-            home = self._known_homes[partition_id] = self._of_number(uuid.UUID(partition_id))
-        return home
-
-    def _of_number(self, partition_id: uuid.UUID) -> int:
-        home = home_of(partition_id, self._numbers_from)
+            home = home_of(partition_id, self._numbers_from)
+        else:
+            home = home_of_text(partition_id, self._numbers_from)
         # an id whose number names no member is a partition no member holds: ask the catalog
         return home if home < len(self.stores) else 0
 

@@ -43,6 +43,8 @@ MAX_MEMBERS = 1024
 # odd factor modulo 2^64; its inverse reads the number back.
 _SCRAMBLE = 11400714819323198485
 _UNSCRAMBLE = pow(_SCRAMBLE, -1, 1 << 64)
+# the text of a numbered id's last eight bytes, all zero
+_NUMBERED_TAIL = "0000-000000000000"
 
 
 class MembershipMismatch(DatabaseUnusable):
@@ -83,6 +85,17 @@ def home_of(partition_id: uuid.UUID, numbers_from: int) -> int:
     only the catalog held partitions then."""
     number = number_of(partition_id)
     return number % MAX_MEMBERS if number is not None and number >= numbers_from else 0
+
+
+def home_of_text(partition_id: str, numbers_from: int) -> int:
+    """:func:`home_of` of an id given as text (as acks and hints name them, again and again),
+    read from its canonical form without making a UUID."""
+    if len(partition_id) == 36 and partition_id[8] == partition_id[13] == partition_id[18] == "-":
+        if partition_id[19:] != _NUMBERED_TAIL:
+            return 0  # made before ids carried numbers: the catalog's
+        number = int(partition_id[:8] + partition_id[9:13] + partition_id[14:18], 16) * _UNSCRAMBLE % (1 << 64)
+        return number % MAX_MEMBERS if number >= numbers_from else 0
+    return home_of(uuid.UUID(partition_id), numbers_from)
 
 
 def place(queue: str, partition: str, members: list[uuid.UUID]) -> int:

@@ -239,9 +239,10 @@ class ShardedMessages:
 
     async def ack(self, groups: list[str], partitions: list[str], txids: list[str], leases: list[str | None],
                   statuses: list[str], errors: list[str | None]) -> list[Row]:
+        homes = {partition: self._homes.of_id(partition) for partition in set(partitions)}  # a batch's repeat
         items: dict[int, list[int]] = defaultdict(list)
         for item, partition in enumerate(partitions):
-            items[self._homes.of_id(partition)].append(item)
+            items[homes[partition]].append(item)
         if len(items) == 1:  # one member holds every partition: the ack goes there as it came
             store = await self._members.store(next(iter(items)))
             return await store.messages.ack(groups, partitions, txids, leases, statuses, errors)

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reginamq.store.members import MAX_MEMBERS, home_of, place
+from reginamq.store.members import MAX_MEMBERS, home_of, home_of_text, place
 
 MEMBERS = [uuid.UUID(int=n * 7919 + 1) for n in range(4)]
 
@@ -29,6 +29,13 @@ def test_a_number_given_out_by_a_member_tells_that_member(ordinal, steps, blocks
 def test_a_number_from_before_the_deployment_is_the_catalogs(number, blocks):
     numbers_from = max(blocks * MAX_MEMBERS, number + 1)
     assert home_of(scrambled(number), numbers_from) == 0
+
+
+@given(st.one_of(st.builds(scrambled, st.integers(0, 2**64 - 1)), st.uuids()), st.integers(0, 2**40),
+       st.sampled_from([str, lambda text: text.upper(), lambda text: text.replace("-", "")]))
+def test_an_id_given_as_text_tells_the_member_its_uuid_tells(partition_id, blocks, spelled):
+    numbers_from = blocks * MAX_MEMBERS
+    assert home_of_text(spelled(str(partition_id)), numbers_from) == home_of(partition_id, numbers_from)
 
 
 def test_names_spread_evenly_over_the_members():
