@@ -322,7 +322,8 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
             arguments = (*_arguments(sized, lease_id), *sweep_from, may_sweep, hints, since, scan,
                          request.conflation, report)
             try:
-                rows = await store.messages.pop(*arguments) if asking else []
+                rows = (await _to_its_end(store.messages.pop(*arguments), store,
+                                          None if request.auto_ack else lease_id) if asking else [])
             except BaseException:
                 if hints:
                     broker.hot.give_back(_source(request), request.group, hints)
@@ -367,6 +368,38 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
         finally:
             if parked is not None:
                 waiters.unpark(request.queue, request.group, parked)
+
+
+async def _to_its_end(statement: Awaitable[list], store: Store, lease_id: str | None) -> list:
+    """The pop statement's rows. A caller cancelled while the statement runs does not cut it off:
+    cut off, it may still have committed its leases, which nobody would see until they expired.
+    It runs to its end, and what it leased under ``lease_id`` is handed back at once (None: it
+    leased nothing, as with autoAck, whose messages are consumed)."""
+    running = asyncio.ensure_future(statement)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        running.add_done_callback(functools.partial(_hand_back, store, lease_id))
+        raise
+
+
+_handing_back: set[asyncio.Task] = set()  # hand-backs under way, kept from the garbage collector
+
+
+def _hand_back(store: Store, lease_id: str | None, statement: asyncio.Future) -> None:
+    if statement.cancelled() or statement.exception() is not None:
+        return  # rolled back: nothing was leased
+    if lease_id is not None and any(row[1] is not None for row in statement.result()):
+        task = asyncio.get_running_loop().create_task(_expire(store, lease_id))
+        _handing_back.add(task)
+        task.add_done_callback(_handing_back.discard)
+
+
+async def _expire(store: Store, lease_id: str) -> None:
+    try:
+        await store.messages.expire_lease(lease_id)
+    except Exception as error:  # the lease then ends when it expires
+        log.warning("a cancelled pop's lease %s was not handed back: %s", lease_id, error)
 
 
 def _work_in_sight(broker, request: PopRequest, key: tuple, conflating: bool | None) -> bool:

@@ -43,6 +43,7 @@ ACK_SQL = ("SELECT item, success, error, lease_released, dlq, noop, notice, rele
            f"{split_names('$1')}, {split_uuids('$2')}, {split_names('$3')}, {split_uuids('$4')}, "
            f"{split_names('$5')}, $6)")
 EXTEND_SQL = "SELECT renewed, expires_at FROM rq_extend_lease($1, $2)"
+EXPIRE_SQL = "SELECT rq_expire_lease($1)"
 LIVE_LEASES_SQL = (
     "SELECT DISTINCT lease_id::text FROM rq_consumers "
     "WHERE lease_id = ANY($1::uuid[]) AND span_end IS NOT NULL AND lease_expires_at > now()"
@@ -187,6 +188,11 @@ class Messages(Family):
         shortens it. ``(renewed, expires_at)``: how many partitions, and until when
         (``renewed`` 0 for an unknown or expired lease)."""
         return await self._db.fetchrow(EXTEND_SQL, lease_id, seconds)
+
+    async def expire_lease(self, lease_id: str) -> int:
+        """Ends a live lease now (every partition it covers): its messages go to the next pop, as
+        after an expiry. How many partitions it covered (0: unknown, ended or acknowledged)."""
+        return await self._db.fetchval(EXPIRE_SQL, lease_id)
 
     async def live_leases(self, lease_ids: list[str]) -> set[str]:
         """Which of ``lease_ids`` are live: still leasing a span, not expired."""

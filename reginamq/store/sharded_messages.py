@@ -281,6 +281,9 @@ class ShardedMessages:
             return answers[0]
         return sum(answer[0] for answer in renewed), max(answer[1] for answer in renewed)
 
+    async def expire_lease(self, lease_id: str) -> int:
+        return sum(await asyncio.gather(*(member.expire_lease(lease_id) for member in self._pooled)))
+
     async def live_leases(self, lease_ids: list[str]) -> set[str]:
         found = await asyncio.gather(*(member.live_leases(lease_ids) for member in self._pooled))
         return set().union(*found)

@@ -2,7 +2,8 @@
 consumers, calls after close are refused, ``maintenance=False`` runs no elected loop while a
 broker with maintenance takes them and hands them back when it stops, start failures are one
 StartError, and with no URL the broker runs the embedded PostgreSQL in its data folder, which
-the last of its users stops, be it a library broker or `reginamq serve`."""
+the last of its users stops, be it a library broker or `reginamq serve`. A pop cancelled while
+its statement runs hands back what the statement leased; a closed broker leaves no task behind."""
 
 from __future__ import annotations
 
@@ -151,3 +152,38 @@ def test_close_leaves_no_task_behind_on_a_plain_asyncio_loop(quiet_database, que
 
     left = asyncio.run(application())
     assert not left, f"tasks left after close: {left}"
+
+
+async def test_a_pop_cancelled_while_its_statement_runs_hands_back_what_it_leased(quiet_database, queue):
+    """The statement is held behind a lock while its caller is cancelled; it runs to its end
+    all the same, and the lease it took is handed back at once: the next pop gets the message
+    (a second delivery attempt) instead of waiting out a 300-s lease."""
+    async with own_broker(quiet_database) as broker:
+        await broker.configure(queue, {"leaseTime": 300})
+        await broker.push(queue, ["held"], partition="p")
+        locker = await asyncpg.connect(quiet_database)
+        try:
+            locking = locker.transaction()
+            await locking.start()
+            await locker.execute("LOCK TABLE rq_consumers IN ACCESS EXCLUSIVE MODE")
+            pop = asyncio.create_task(broker.pop(queue, partition="p"))
+
+            async def waiting_on_the_lock() -> bool:
+                return bool(await locker.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"))
+
+            assert await eventually(waiting_on_the_lock, 10), "the pop's statement did not reach the lock"
+            pop.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pop
+            await locking.rollback()
+        finally:
+            await locker.close()
+
+        async def popped_again():
+            return (await broker.pop(queue, partition="p")).messages
+
+        again = await eventually(popped_again, 10)
+        assert [(message.data, message.delivery_attempt) for message in again] == [("held", 2)]
+        await broker.ack(again)

@@ -293,6 +293,21 @@ END;
 $$;
 
 -- Extend a live lease (every partition it covers). Renewal never shortens a lease.
+-- A lease handed back unseen (the broker's pop was cancelled while its statement ran): it ends
+-- now, so the next pop takes its messages as after any expiry (one more delivery attempt, no
+-- charge to the retry budget). Answers how many partitions it covered.
+CREATE OR REPLACE FUNCTION rq_expire_lease(p_lease uuid)
+RETURNS int
+LANGUAGE sql AS $$
+    WITH r AS (
+        UPDATE rq_consumers c
+        SET lease_expires_at = now()
+        WHERE c.lease_id = p_lease AND c.span_end IS NOT NULL AND c.lease_expires_at > now()
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM r
+$$;
+
 CREATE OR REPLACE FUNCTION rq_extend_lease(p_lease uuid, p_seconds int)
 RETURNS TABLE (renewed int, expires_at timestamptz)
 LANGUAGE sql AS $$
