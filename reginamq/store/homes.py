@@ -97,10 +97,12 @@ class Homes:
     def of_id(self, partition_id: str | uuid.UUID) -> int:
         """The ordinal of the member holding partition ``partition_id``."""
         if isinstance(partition_id, uuid.UUID):
-            home = home_of(partition_id, self._numbers_from)
-        else:
-            home = home_of_text(partition_id, self._numbers_from)
-        # an id whose number names no member is a partition no member holds: ask the catalog
+            return self._served(home_of(partition_id, self._numbers_from))
+        return self._served(home_of_text(partition_id, self._numbers_from))
+
+    def _served(self, home: int) -> int:
+        """``home``, or the catalog for a member this process does not serve (yet): an id whose
+        number names no member is a partition no member holds, and the catalog is asked."""
         return home if home < len(self.stores) else 0
 
     async def of_name(self, queue: str, partition: str) -> int:
@@ -116,7 +118,8 @@ class Homes:
         tells). While the catalog is out of reach, the member of each that another member holds;
         raises :class:`Unavailable` if one of ``names`` is held by none of them (the catalog may
         hold it, or list it)."""
-        missing = list(dict.fromkeys(name for name in names if self._kept(name) is None))
+        found = {name: self._kept(name) for name in names}
+        missing = [name for name, home in found.items() if home is None]
         if missing:
             try:
                 self._keep(await self.stores[0].directory.lookup(missing))
@@ -125,14 +128,13 @@ class Homes:
                 self._keep(held)
                 if len(held) < len(missing):
                     raise
-        found = {name: self._kept(name) for name in names}
+            found.update((name, self._kept(name)) for name in missing)
         return {name: home for name, home in found.items() if home is not None}
 
     def _kept(self, name: Name) -> int | None:
         partitions = self._listed.get(name[0])
         home = None if partitions is None else partitions.get(name[1])
-        # a member this process does not serve yet: its names are the catalog's until it does
-        return home if home is None or home < len(self.stores) else 0
+        return None if home is None else self._served(home)
 
     async def _held_elsewhere(self, names: list[Name]) -> dict[Name, uuid.UUID]:
         """The id of each of ``names`` that a member other than the catalog holds, asked of every

@@ -55,8 +55,7 @@ async def run(plane: Plane, program: list[tuple]) -> list[Any]:
                 seen.append(("pop", [(m.partition, m.consumer_group, m.data, m.delivery_attempt) for m in messages]))
             elif held:
                 _, picks, status, keep = step
-                chosen = [held[pick % len(held)] for pick in dict.fromkeys(picks)]
-                chosen = list({id(message): message for message in chosen}.values())
+                chosen = list({id(message): message for message in (held[pick % len(held)] for pick in picks)}.values())
                 results = await plane.ack(chosen, status, error="handler failed")
                 seen.append(("ack", status, [(r.success, r.error, r.dlq, r.noop) for r in results]))
                 if not keep:  # else acknowledged again by a later step: what a second ack answers

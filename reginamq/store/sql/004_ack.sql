@@ -292,7 +292,6 @@ BEGIN
 END;
 $$;
 
--- Extend a live lease (every partition it covers). Renewal never shortens a lease.
 -- A lease handed back unseen (the broker's pop was cancelled while its statement ran): it ends
 -- now, so the next pop takes its messages as after any expiry (one more delivery attempt, no
 -- charge to the retry budget). Answers how many partitions it covered.
@@ -308,6 +307,7 @@ LANGUAGE sql AS $$
     SELECT count(*)::int FROM r
 $$;
 
+-- Extend a live lease (every partition it covers). Renewal never shortens a lease.
 CREATE OR REPLACE FUNCTION rq_extend_lease(p_lease uuid, p_seconds int)
 RETURNS TABLE (renewed int, expires_at timestamptz)
 LANGUAGE sql AS $$
