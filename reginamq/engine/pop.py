@@ -265,8 +265,9 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
     first_attempt = True
     heard_all = True
     # An answer now (or soon) must include every push its client saw answered; a longer wait
-    # is woken by an announcement still on its way.
-    must_hear = not request.wait or request.timeout_ms < SHORT_WAIT_MS
+    # is woken by an announcement still on its way, and hears only the catalog (a configure's
+    # notice, for the fill wait) when it hears at all.
+    answers_soon = must_hear = not request.wait or request.timeout_ms < SHORT_WAIT_MS
     sized_for = sized = plan = None
     while True:
         conflating = _conflating(broker.policies, key, request)
@@ -278,14 +279,15 @@ async def _pop(broker, request: PopRequest, key: tuple, hang_up: HangUp) -> Popp
         try:
             if fill_wait is None and (must_hear or _work_in_sight(broker, request, key, conflating)):
                 # The client may have just been answered a push (or a configure) whose
-                # announcement this process has not heard yet: hear everything committed so
-                # far, then take the hints and the queue's fill wait (or, not sure of that,
-                # look the recent writes up too). A long poll with nothing in sight parks
-                # without hearing: an announcement still on its way wakes it, and it hears
-                # (for the fill wait) once it has something to ask.
+                # announcement this process has not heard yet: hear what was committed so far
+                # (everything for an answer now, the catalog's for a long poll), then take the
+                # hints and the queue's fill wait (or, not sure of that, look the recent writes
+                # up too). A long poll with nothing in sight parks without hearing: an
+                # announcement still on its way wakes it, and it hears (for the fill wait) once
+                # it has something to ask.
                 hinted = _reads_hints(request) and not broker.hot.scan_due(_source(request), request.group)
                 if hinted or FillWaits.may_apply(sized):
-                    heard_all = await waiters.sync(store)
+                    heard_all = await waiters.sync(store, catalog_only=not answers_soon)
                 fill_wait = await broker.fill_waits.seconds(store, sized)
             if fill_wait and (fill_until is None or time.monotonic() < fill_until):
                 ready = await store.messages.pop_ready(sized.queue, sized.partition, sized.group, sized.partitions,

@@ -66,7 +66,8 @@ class Waiters:
         self._on_queue_change = on_queue_change
         self._hot = hot
         self._syncs: dict[str, asyncio.Future] = {}  # token -> heard back
-        self._gathering: list[asyncio.Future] | None = None  # the callers of the round not sent yet
+        # catalog_only -> the callers of that kind of round not sent yet
+        self._gathering: dict[bool, list[asyncio.Future]] = {}
         self._sending: set[asyncio.Task] = set()
         self._sync_tokens = (f"{os.getpid()}:{n}" for n in itertools.count())
         # queue (or ANY_QUEUE) -> consumer group -> its parked pops, each with the partitions it
@@ -281,27 +282,32 @@ class Waiters:
     def _on_config(self, _queue: str) -> None:
         self._on_config_change()
 
-    async def sync(self, store: Store) -> bool:
+    async def sync(self, store: Store, catalog_only: bool = False) -> bool:
         """Wait until this process has heard every notification committed before the call;
         False if it could not tell (no listener, or no answer within SYNC_TIMEOUT).
+        ``catalog_only``: over several databases, those committed on the catalog, which carries
+        every configure's and delete's notice but not the other members' writes
+        (store/sharded_notices.py); on one database the same as a whole sync.
 
-        Calls share rounds: a call joins the round whose notification has not been sent yet
-        (it is sent after the call began, so it covers the call) or opens one. However many
-        pops ask at once, one notification is in flight and at most one more is gathering.
+        Calls share rounds: a call joins the round of its kind whose notification has not been
+        sent yet (it is sent after the call began, so it covers the call) or opens one. However
+        many pops ask at once, one notification of each kind is in flight and at most one more
+        is gathering.
         """
         if not self.listening or self._closing:
             return False
         loop = asyncio.get_running_loop()
         heard = loop.create_future()  # this caller's own: its cancellation touches no other
-        if self._gathering is None:
-            self._gathering = []
-            sending = loop.create_task(self._send_sync(store, self._gathering))
+        callers = self._gathering.get(catalog_only)
+        if callers is None:
+            callers = self._gathering[catalog_only] = []
+            sending = loop.create_task(self._send_sync(store, callers, catalog_only))
             self._sending.add(sending)
             sending.add_done_callback(self._sending.discard)
-        self._gathering.append(heard)
+        callers.append(heard)
         return await heard
 
-    async def _send_sync(self, store: Store, callers: list[asyncio.Future]) -> None:
+    async def _send_sync(self, store: Store, callers: list[asyncio.Future], catalog_only: bool) -> None:
         """One round: send a token, wait (at most SYNC_TIMEOUT from the round's start) to hear
         it back, and answer every caller that joined the round."""
         token = next(self._sync_tokens)
@@ -309,20 +315,19 @@ class Waiters:
         self._syncs[token] = echoed
 
         def sending() -> None:
-            if self._gathering is callers:
-                self._gathering = None  # who comes from now on needs a later notification
+            if self._gathering.get(catalog_only) is callers:
+                del self._gathering[catalog_only]  # who comes from now on needs a later notification
 
         heard = False
         try:
             async with asyncio.timeout(SYNC_TIMEOUT):
-                await store.notices.notify(SYNC_CHANNEL, [token], sending)
+                await store.notices.notify(SYNC_CHANNEL, [token], sending, catalog_only)
                 heard = await echoed
         except Exception as error:  # the callers answer False: their pops look everything up
             log.debug("sync failed: %s", error or type(error).__name__)
         finally:
             self._syncs.pop(token, None)
-            if self._gathering is callers:
-                self._gathering = None
+            sending()
             _resolve(callers, heard)
 
     def _on_sync(self, token: str) -> None:

@@ -104,12 +104,14 @@ class Notices(Family):
         except Unavailable as error:
             log.warning("a notification on %s was not sent: %s", channel, error)
 
-    async def notify(self, channel: str, notices: list[str], sending: Callable[[], None]) -> None:
+    async def notify(self, channel: str, notices: list[str], sending: Callable[[], None],
+                     catalog_only: bool = False) -> None:
         """Send ``notices`` on ``channel`` now, in a statement of its own, without waiting for the
         disk; raises :class:`Unavailable` when they could not be sent. ``sending`` is called
         with a connection in hand, just before the statement goes: a listener that hears these
         notices has heard every notification committed before that call. Not in a transaction
-        (its notices would wait for its commit)."""
+        (its notices would wait for its commit). ``catalog_only`` matters over several
+        databases (sharded_notices.py); one database is its own catalog."""
         def send(conn: Connection):
             sending()
             return conn.execute(NOTIFY_UNFLUSHED_SQL, channel, notices)

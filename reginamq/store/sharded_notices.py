@@ -11,7 +11,10 @@ member answers again, so that the caller listens again on every member.
 
 A notice sent by :meth:`ShardedNotices.notify` goes out on every member and reaches the
 handler once every member has echoed it, so a process that hears its own sync token has heard
-every notification committed on any member before it sent it. Notices of writes announced
+every notification committed on any member before it sent it. Sent ``catalog_only``, it goes out
+on the catalog alone and reaches the handler with the catalog's echo: the process has then heard
+what was committed on the catalog before it, which holds every notice of a configure or a delete
+(they are announced there) but not the other members' writes. Notices of writes announced
 outside a write (:meth:`ShardedNotices.announce`) go out on the catalog: every process hears
 every member.
 """
@@ -56,25 +59,29 @@ class ShardedNotices:
     def __init__(self, stores: list[Store], members: Members):
         self._stores = stores
         self._members = members
-        # (channel, payload) sent on every member → the members that echoed it so far
+        # (channel, payload) sent by notify → the members whose echo of it is still awaited
         self._echoes: dict[tuple[str, str], set[int]] = {}
 
-    def _expect(self, channel: str, notices: list[str]) -> None:
+    def _expect(self, channel: str, notices: list[str], ordinals: range) -> None:
         if len(self._echoes) >= MAX_AWAITED:  # echoes lost with a connection: start afresh
             self._echoes.clear()
         for notice in notices:
-            self._echoes[(channel, notice)] = set()
+            self._echoes[(channel, notice)] = set(ordinals)
 
     async def announce(self, channel: str, notices: list[str]) -> None:
         await (await self._members.store(0)).notices.announce(channel, notices)
 
-    async def notify(self, channel: str, notices: list[str], sending: Callable[[], None]) -> None:
-        """As :meth:`Notices.notify <reginamq.store.notices.Notices.notify>`, on every member;
-        each notice reaches this process's handlers once every member echoed it."""
-        self._expect(channel, notices)
+    async def notify(self, channel: str, notices: list[str], sending: Callable[[], None],
+                     catalog_only: bool = False) -> None:
+        """As :meth:`Notices.notify <reginamq.store.notices.Notices.notify>`, on every member (on
+        the catalog alone if ``catalog_only``); each notice reaches this process's handlers once
+        every member it went out on echoed it."""
+        ordinals = range(1 if catalog_only else len(self._stores))
+        self._expect(channel, notices, ordinals)
         try:
             sending()
-            await asyncio.gather(*(store.notices.notify(channel, notices, lambda: None) for store in self._stores))
+            await asyncio.gather(*(self._stores[ordinal].notices.notify(channel, notices, lambda: None)
+                                   for ordinal in ordinals))
         except BaseException:
             for notice in notices:
                 self._echoes.pop((channel, notice), None)
@@ -115,12 +122,12 @@ class ShardedNotices:
 
     def _heard_from(self, ordinal: int, channel: str, handler: Callable[[str], None]) -> Callable[[str], None]:
         def heard(payload: str) -> None:
-            echoed = self._echoes.get((channel, payload))
-            if echoed is None:
+            awaited = self._echoes.get((channel, payload))
+            if awaited is None:
                 handler(payload)
                 return
-            echoed.add(ordinal)
-            if len(echoed) == len(self._stores):
+            awaited.discard(ordinal)
+            if not awaited:
                 del self._echoes[(channel, payload)]
                 handler(payload)
 

@@ -1,18 +1,25 @@
 """Wake-ups over three member databases (store/sharded_notices.py): a process listening through
 the deployment's store hears a push committed on any member, and its sync is answered only once
-every member has echoed it."""
+every member has echoed it; a long poll's sync goes to the catalog alone."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
+import asyncpg
+
+from reginamq.engine import pop as pops
 from reginamq.engine.waiters import Waiters
 from reginamq.store.database import Database
 from reginamq.store.members import Deployment, place
 from reginamq.store.notices import CHANNEL, SYNC_CHANNEL
 from reginamq.store.sharded import ShardedStore
+from tests.conftest import let_a_long_poll_park
 from tests.engine.helpers import push, sharded
+from tests.engine.test_waiters import engine_broker, process_state, queue_mode_long_poll
 
 
 async def until_listening(waiters: Waiters) -> None:
@@ -114,5 +121,83 @@ async def test_a_member_out_of_reach_leaves_the_others_heard_and_no_sync_trusted
             # no sync can tell that every member was heard
             assert waiters.listening is False
             assert await waiters.sync(crippled) is False
+        finally:
+            await waiters.stop()
+
+
+@contextlib.asynccontextmanager
+async def sync_tokens_by_member(deployment: Deployment) -> AsyncIterator:
+    """Each member's ``rq_sync`` notifications as an observer there hears them; the callable it
+    yields sends a last token on every member and answers, once every observer heard it, the
+    tokens each member carried before it (by ordinal)."""
+    heard: list[list[str]] = [[] for _ in deployment.members]
+    observers = []
+    for ordinal, member in enumerate(deployment.members):
+        observer = await asyncpg.connect(member.database.dsn)
+        await observer.add_listener(SYNC_CHANNEL, lambda _c, _p, _ch, token, at=ordinal: heard[at].append(token))
+        observers.append(observer)
+
+    async def tokens_so_far() -> list[list[str]]:
+        last = f"last-{sum(map(len, heard))}"
+        for observer in observers:
+            await observer.execute("SELECT pg_notify($1, $2)", SYNC_CHANNEL, last)
+        async with asyncio.timeout(30):
+            while not all(last in tokens for tokens in heard):
+                await asyncio.sleep(0.01)
+        carried = [[token for token in tokens if not token.startswith("last-")] for tokens in heard]
+        for tokens in heard:
+            tokens.clear()
+        return carried
+
+    try:
+        yield tokens_so_far
+    finally:
+        for observer in observers:
+            await observer.close()
+
+
+async def test_a_catalog_only_notice_goes_out_on_the_catalog_and_is_heard_with_its_echo(database_url):
+    async with sharded(database_url) as (deployment, store), sync_tokens_by_member(deployment) as tokens_so_far:
+        heard: list[str] = []
+        listeners = await store.notices.listen({SYNC_CHANNEL: heard.append}, lambda: None)
+        try:
+            await store.notices.notify(SYNC_CHANNEL, ["catalog"], lambda: None, catalog_only=True)
+            await store.notices.notify(SYNC_CHANNEL, ["everywhere"], lambda: None)
+            async with asyncio.timeout(30):
+                while "everywhere" not in heard:
+                    await asyncio.sleep(0.01)
+            assert heard == ["catalog", "everywhere"]  # each once, in the order sent
+            assert await tokens_so_far() == [["catalog", "everywhere"], ["everywhere"], ["everywhere"]]
+        finally:
+            await listeners.close()
+
+
+async def test_a_long_poll_hears_the_catalog_alone_and_a_pop_that_answers_at_once_every_member(database_url):
+    """A long poll's sync round is one notification, on the catalog; a pop without a wait still
+    hears every member. A push on another member still reaches the long poll: its announcement
+    wakes it once parked."""
+    async with sharded(database_url) as (deployment, store), sync_tokens_by_member(deployment) as tokens_so_far:
+        ids = [member.id for member in deployment.members]
+        queue = next(f"lp{n}" for n in range(100) if place(f"lp{n}", "Default", ids) == 2)
+        await push(store.messages, [(queue, "Default", "first")])
+        hot, fill_waits, waiters = process_state()
+        await waiters.listen(store)
+        try:
+            await until_listening(waiters)
+            broker = engine_broker(waiters, store, hot, fill_waits)
+            request = queue_mode_long_poll(queue, batch=10, timeout_ms=10_000)
+            await tokens_so_far()
+            assert len((await pops.pop(broker, request)).rows) == 1  # its first pop looks it all up
+            assert [len(tokens) for tokens in await tokens_so_far()] == [1, 0, 0]
+
+            await push(store.messages, [(queue, "Default", "second")])
+            assert len((await pops.pop(broker, replace(request, wait=False))).rows) == 1
+            assert [len(tokens) for tokens in await tokens_so_far()] == [1, 1, 1]
+
+            popping = asyncio.create_task(pops.pop(broker, request))
+            await let_a_long_poll_park()
+            assert not popping.done()
+            await push(store.messages, [(queue, "Default", "third")])  # on member 2
+            assert len((await asyncio.wait_for(popping, 10)).rows) == 1
         finally:
             await waiters.stop()
