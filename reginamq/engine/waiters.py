@@ -289,16 +289,16 @@ class Waiters:
         every configure's and delete's notice but not the other members' writes
         (store/sharded_notices.py); on one database the same as a whole sync.
 
-        Calls share rounds: a call joins the round of its kind whose notification has not been
-        sent yet (it is sent after the call began, so it covers the call) or opens one. However
-        many pops ask at once, one notification of each kind is in flight and at most one more
-        is gathering.
+        Calls share rounds: a call joins a round that covers it (a whole one, or one of the
+        catalog for a call that asks no more) whose notification has not been sent yet (it is
+        sent after the call began, so it covers the call), or opens one. However many pops ask
+        at once, one notification of each kind is in flight and at most one more is gathering.
         """
         if not self.listening or self._closing:
             return False
         loop = asyncio.get_running_loop()
         heard = loop.create_future()  # this caller's own: its cancellation touches no other
-        callers = self._gathering.get(catalog_only)
+        callers = self._gathering.get(False, self._gathering.get(catalog_only))
         if callers is None:
             callers = self._gathering[catalog_only] = []
             sending = loop.create_task(self._send_sync(store, callers, catalog_only))

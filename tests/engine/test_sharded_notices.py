@@ -201,3 +201,18 @@ async def test_a_long_poll_hears_the_catalog_alone_and_a_pop_that_answers_at_onc
             assert len((await asyncio.wait_for(popping, 10)).rows) == 1
         finally:
             await waiters.stop()
+
+
+async def test_a_catalog_sync_joins_a_whole_round_gathering_and_a_whole_sync_never_joins_a_catalog_one(database_url):
+    async with sharded(database_url) as (deployment, store), sync_tokens_by_member(deployment) as tokens_so_far:
+        waiters = Waiters()
+        await waiters.listen(store)
+        try:
+            await until_listening(waiters)
+            await tokens_so_far()
+            assert await asyncio.gather(waiters.sync(store), waiters.sync(store, catalog_only=True)) == [True, True]
+            assert [len(tokens) for tokens in await tokens_so_far()] == [1, 1, 1]  # one round covered both
+            assert await asyncio.gather(waiters.sync(store, catalog_only=True), waiters.sync(store)) == [True, True]
+            assert [len(tokens) for tokens in await tokens_so_far()] == [2, 1, 1]  # the catalog's, then a whole one
+        finally:
+            await waiters.stop()
