@@ -10,16 +10,18 @@ it:
    which the process takes from the home in blocks;
 2. the id is claimed in the directory: the first claim of a name wins, so brokers that raced
    for it, even holding different member lists, agree on one id and therefore one home;
-3. the home creates the partition with the listed id (whoever's claim won: a claimant may have
-   died between its claim and this step).
+3. the push that named it creates the partition on its home with the listed id (whoever's
+   claim won), in the push's own statement: no call and no commit of its own. A claimant that
+   died, or whose push failed, before that leaves the name listed and not created; whoever
+   names it next creates it, as below.
 
 A queue named for the first time is created on every member that lacks it, in one two-phase
 transaction, so that all members hold the same queues or none does, each with the id the
 catalog gave it.
 
-If a partition listed here is later deleted on its home (the idle cleanup), a push creates it
-again from the home's own numbers: its id differs from the listed one but tells the same home,
-which is all the listing is used for.
+If a partition listed here is later deleted on its home (the idle cleanup), or was never
+created there, a push creates it from the home's own numbers: its id differs from the listed one
+but tells the same home, which is all the listing is used for.
 """
 
 from __future__ import annotations
@@ -144,15 +146,18 @@ class Homes:
         return {names[position - 1]: uuid.UUID(partition_id)
                 for answer in answers.values() for position, partition_id in answer}
 
-    async def provide(self, names: list[Name], new_queue_options: str) -> list[int]:
-        """The home of each of ``names``, in order, listing and creating the ones that are new
-        (their new queues with ``new_queue_options``, JSON) first."""
+    async def provide(self, names: list[Name], new_queue_options: str) -> tuple[list[int], dict[Name, uuid.UUID]]:
+        """The home of each of ``names``, in order, listing the ones that are new (creating
+        their new queues with ``new_queue_options``, JSON, on every member) first; and the
+        listed id of each name listed now, for the push to create the partition with."""
         listed = await self.listed(names)
         new = [name for name in dict.fromkeys(names) if name not in listed]
+        fresh: dict[Name, uuid.UUID] = {}
         if new:
             await self._create_queues(sorted({queue for queue, _ in new}), new_queue_options)
-            listed.update(await self._list(new))
-        return [listed[name] for name in names]
+            fresh = await self._list(new)
+            listed.update((name, self.of_id(partition_id)) for name, partition_id in fresh.items())
+        return [listed[name] for name in names], fresh
 
     def forget_names(self, names: list[Name]) -> None:
         """What is kept of ``names`` is stale (they moved to another member)."""
@@ -195,7 +200,8 @@ class Homes:
             await self.coordinator.atomically(create)
         self._queues.update(unknown)
 
-    async def _list(self, new: list[Name]) -> dict[Name, int]:
+    async def _list(self, new: list[Name]) -> dict[Name, uuid.UUID]:
+        """Places ``new`` names and claims them in the directory: the id each is listed under."""
         placed: dict[int, list[Name]] = defaultdict(list)
         for name in new:
             placed[place(*name, self._member_ids)].append(name)
@@ -203,13 +209,8 @@ class Homes:
         proposed = {name: partition_id for names, ids in zip(placed.values(), minted, strict=True)
                     for name, partition_id in zip(names, ids, strict=True)}
         listed = await self.stores[0].directory.claim(proposed)
-        homes: dict[int, dict[Name, uuid.UUID]] = defaultdict(dict)
-        for name, partition_id in listed.items():
-            homes[self.of_id(partition_id)][name] = partition_id
-        await asyncio.gather(*(self.stores[home].provisioning.create_partitions(names)
-                               for home, names in homes.items()))
         self._keep(listed)
-        return {name: self.of_id(partition_id) for name, partition_id in listed.items()}
+        return listed
 
     async def _ids_of(self, home: int, count: int) -> list[uuid.UUID]:
         """``count`` fresh partition ids of member ``home``'s numbers, from the ones this process

@@ -14,6 +14,7 @@ Columns of names and UUIDs travel joined into one string each and are split in S
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 
@@ -29,7 +30,7 @@ from reginamq.store.notices import CHANNEL, notify_with_commit, send_after_commi
 log = logging.getLogger("reginamq.store")
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9)")
+            f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9, $10::uuid[])")
 QUEUE_FULL = "RQ409"  # raised by rq_push: the push would take queues past their maxSize
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 MOVED = "RQ410"  # raised by rq_push: a partition moved to another member database (021_moves.sql)
@@ -100,20 +101,23 @@ class Messages(Family):
 
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
-                   enforce_max_size: bool, announce: bool = True) -> list[Row]:
+                   enforce_max_size: bool, announce: bool = True,
+                   listed_ids: list[uuid.UUID | None] | None = None) -> list[Row]:
         """Appends one message per fragment, all or none, and announces the partitions written
         (on the pool, unless ``announce`` is off: the caller announces the notice rows).
 
         ``queues``/``partitions`` are the distinct pairs of the push, ``pairs`` each message's
         pair (1-based); ``txids`` and ``message_ids`` one a message; queues that do not exist
-        yet are created with ``new_queue_options`` (JSON). A message whose (queue, partition,
+        yet are created with ``new_queue_options`` (JSON), and partitions that do not exist yet
+        with the pair's id in ``listed_ids`` (a member's, store/homes.py) or else of this
+        database's own numbers. A message whose (queue, partition,
         transactionId) is already stored is not written again. Rows ``(item, original_id,
         notice)``: one per such duplicate (its index, the stored message's id), and the notices
         (``item`` NULL). Raises :class:`QueueFull` (nothing written) when a queue would pass its
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
         fragment bound for an encrypted queue."""
         arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_buckets(txids),
-                     join_uuids(message_ids), fragments, new_queue_options, enforce_max_size)
+                     join_uuids(message_ids), fragments, new_queue_options, enforce_max_size, listed_ids)
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)

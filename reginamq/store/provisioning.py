@@ -1,10 +1,10 @@
-"""Queues and partitions made ahead of a push, on one member of a deployment of several
+"""Queues made and partition ids minted ahead of a push, on one member of a deployment of several
 databases (020_members.sql, docs/shards.md "Placement and the directory").
 
 On a single database a push creates what it names itself (rq_push). Over several members the
-directory decides a new partition's id before the partition exists, so its home creates it with
-that id, and a new queue is created on every member, with the id the catalog gave it: these are
-the calls for that.
+directory decides a new partition's id before the partition exists (the push then creates it
+with that id on its home), and a new queue is created on every member, with the id the catalog
+gave it: these are the calls for that.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ SELECTED_QUEUES_SQL = ("SELECT name, id FROM rq_queues "
                        "WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2)")
 CREATE_QUEUES_SQL = "SELECT rq_provision_queues($1, $2::jsonb, $3)"
 MINT_SQL = "SELECT rq_mint_partition_ids($1)"
-CREATE_PARTITIONS_SQL = "SELECT rq_provision_listed($1, $2, $3)"
 
 
 class Provisioning(Family):
@@ -38,9 +37,3 @@ class Provisioning(Family):
     async def mint(self, count: int) -> list[uuid.UUID]:
         """``count`` fresh partition ids of this database's own numbers."""
         return await self._db.fetchval(MINT_SQL, count)
-
-    async def create_partitions(self, names: dict[tuple[str, str], uuid.UUID]) -> None:
-        """Creates each partition of ``names`` ((queue, partition) → id) that does not exist, with
-        its id; its queue must exist."""
-        await self._db.execute(CREATE_PARTITIONS_SQL, [queue for queue, _ in names],
-                               [partition for _, partition in names], list(names.values()))

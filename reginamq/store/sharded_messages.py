@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -102,10 +103,10 @@ class ShardedMessages:
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
                    enforce_max_size: bool, *, looked_again: bool = False) -> list[Row]:
-        homes = await self._homes.provide(list(zip(queues, partitions, strict=True)), new_queue_options)
+        homes, listed = await self._homes.provide(list(zip(queues, partitions, strict=True)), new_queue_options)
         arguments = (txids, message_ids, fragments, new_queue_options, enforce_max_size)
         if len(set(homes)) == 1:  # one member holds every pair: the push goes there as it came
-            return await self._push_on(homes[0], queues, partitions, pairs, arguments, True, looked_again)
+            return await self._push_on(homes[0], queues, partitions, pairs, arguments, True, looked_again, listed)
         items: dict[int, list[int]] = defaultdict(list)
         for item, pair in enumerate(pairs):
             items[homes[pair - 1]].append(item)
@@ -117,19 +118,22 @@ class ShardedMessages:
             local_partitions = [partitions[pair - 1] for pair in local]
             part = ([txids[item] for item in mine], [message_ids[item] for item in mine],
                     [fragments[item] for item in mine], new_queue_options, enforce_max_size)
-            rows = await self._push_on(home, local_queues, local_partitions, local_pairs, part, announce, looked_again)
+            rows = await self._push_on(home, local_queues, local_partitions, local_pairs, part, announce, looked_again,
+                                       listed)
             return [(None if row[0] is None else mine[row[0]], row[1], row[2]) for row in rows]
 
         return await self._written({home: functools.partial(push_to, home, mine) for home, mine in items.items()},
                                    _PUSH_NOTICE)
 
     async def _push_on(self, home: int, queues: list[str], partitions: list[str], pairs: list[int], arguments: tuple,
-                       announce: bool, looked_again: bool) -> list[Row]:
+                       announce: bool, looked_again: bool, listed: dict[tuple[str, str], uuid.UUID]) -> list[Row]:
         """The part of a push that ``home`` holds (``arguments``: its txids, message ids,
-        fragments, new queue options and whether maxSize is enforced)."""
+        fragments, new queue options and whether maxSize is enforced); the partitions of names
+        ``listed`` for this push are created there with their listed ids."""
+        listed_ids = [listed.get(pair) for pair in zip(queues, partitions, strict=True)] if listed else None
         try:
             return await (await self._members.store(home)).messages.push(queues, partitions, pairs, *arguments,
-                                                                          announce)
+                                                                          announce, listed_ids)
         except PartitionMoved:
             # a rebalance moved a partition of this part since its name was looked up
             self._homes.forget_names(list(zip(queues, partitions, strict=True)))

@@ -10,9 +10,10 @@ import uuid
 from collections import defaultdict
 from dataclasses import replace
 
+import orjson
 import pytest
 
-from reginamq.common.errors import Unavailable
+from reginamq.common.errors import QueueFull, Unavailable
 from reginamq.engine.names import QUEUE_MODE
 from reginamq.store import Store
 from reginamq.store.database import Database
@@ -165,3 +166,38 @@ async def test_a_pop_with_room_left_takes_from_the_next_member_under_one_lease(d
         answered = await ack(messages, lease_id, delivered)
         assert sum(row[7] for row in answered if row[7] is not None) == 10
         assert await messages.live_leases([lease_id]) == set()
+
+
+async def test_a_new_partition_is_created_by_the_push_that_names_it_or_not_at_all(database_url):
+    """A new name is listed in the directory first; its home creates the partition with the
+    listed id inside the push itself. A push refused there (queue full, a transaction rolled
+    back) leaves the name listed and no partition behind; the next push creates it on the
+    listed home."""
+    async with sharded(database_url) as (deployment, store):
+        messages, catalog = store.messages, Store(deployment.members[0].database)
+        *arguments, options, enforce = columns([("small", "p1", "a"), ("small", "p1", "b")])
+        with pytest.raises(QueueFull):  # two messages for a queue of at most one
+            await messages.push(*arguments, orjson.dumps(orjson.loads(options) | {"maxSize": 1}).decode(), enforce)
+        listed = await catalog.directory.lookup([("small", "p1")])
+        home = store.homes.of_id(listed["small", "p1"])
+        held = [await partitions_on(member.database, "small") for member in deployment.members]
+        assert held == [{}, {}, {}], "the refused push created no partition anywhere"
+
+        assert await push(messages, [("small", "p1", "a")]) == {}
+        held = [await partitions_on(member.database, "small") for member in deployment.members]
+        assert [ordinal for ordinal, names in enumerate(held) if names] == [home]
+        assert store.homes.of_id(held[home]["p1"]) == home
+
+        def in_a_transaction(unit):
+            async def work():
+                await push(unit.messages, [("roomy", "p2", "c")])
+                raise RuntimeError("the transaction rolls back")
+            return work()
+
+        with pytest.raises(RuntimeError):
+            await store.atomically(in_a_transaction)
+        assert ("roomy", "p2") in await catalog.directory.lookup([("roomy", "p2")])
+        held = [await partitions_on(member.database, "roomy") for member in deployment.members]
+        assert held == [{}, {}, {}], "the rolled-back push left no partition behind"
+        _lease, delivered, _ = await pop(messages, "small", "p1")
+        assert [txid for _, _, txid in delivered] == ["a"]

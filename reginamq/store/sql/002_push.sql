@@ -78,7 +78,10 @@ CREATE OR REPLACE FUNCTION rq_push(
     p_msg_id     uuid[],
     p_payload    bytea[],
     p_new_queue_options jsonb,
-    p_enforce_max_size bool
+    p_enforce_max_size bool,
+    -- over several members: the directory's id of each pair that was listed for this push
+    -- (NULL for the others, or none at all), which this member creates with that id
+    p_listed_ids uuid[] DEFAULT NULL
 ) RETURNS TABLE (item int, original_id uuid, notice text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -99,9 +102,10 @@ DECLARE
     v_size_limited bool;
 BEGIN
     -- Resolve each pair's partition, dedup window and the queue options below need, once. A
-    -- pair not found is created (rq_provision) and the lookup made again: looking first costs
-    -- a push to existing partitions (nearly every push) one statement instead of the call
-    -- and its two.
+    -- pair not found is created (with its listed id, rq_provision_listed, 020_members.sql, or
+    -- of this database's own numbers, rq_provision) and the lookup made again: looking first
+    -- costs a push to existing partitions (nearly every push) one statement instead of the
+    -- calls and theirs.
     FOR v_attempt IN 1..2 LOOP
         SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.dedup_window_seconds ORDER BY g.ord),
                array_agg(coalesce(q.encryption_enabled, false) ORDER BY g.ord), bool_or(q.max_size > 0)
@@ -113,6 +117,9 @@ BEGIN
         IF v_attempt = 2 THEN
             -- the idle cleanup deleted a partition rq_provision had found or created: retry whole
             RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
+        END IF;
+        IF p_listed_ids IS NOT NULL THEN
+            PERFORM rq_provision_listed(p_queue, p_partition, p_listed_ids);
         END IF;
         PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
     END LOOP;

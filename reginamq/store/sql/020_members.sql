@@ -111,7 +111,8 @@ LANGUAGE sql VOLATILE AS $$
     SELECT coalesce(array_agg(rq_new_partition_id()), '{}') FROM generate_series(1, p_count)
 $$;
 
--- On a member: creates the partitions the directory lists here, each with its listed id, in
+-- On a member, inside the push that names them first (rq_push, 002_push.sql): creates the
+-- partitions the directory lists here, each with its listed id (NULL: a pair without one), in
 -- queues that exist. A partition that exists already is left as it is.
 CREATE OR REPLACE FUNCTION rq_provision_listed(p_queue text[], p_partition text[], p_id uuid[])
 RETURNS void LANGUAGE sql AS $$
@@ -120,6 +121,7 @@ RETURNS void LANGUAGE sql AS $$
         SELECT g.id, q.id, g.pname
         FROM unnest(p_queue, p_partition, p_id) AS g(qname, pname, id)
         JOIN rq_queues q ON q.name = g.qname
+        WHERE g.id IS NOT NULL
         ORDER BY g.id
         ON CONFLICT DO NOTHING
         RETURNING queue_id
