@@ -102,11 +102,11 @@ DECLARE
     v_size_limited bool;
 BEGIN
     -- Resolve each pair's partition, dedup window and the queue options below need, once. A
-    -- pair not found is created (with its listed id, rq_provision_listed, 020_members.sql, or
-    -- of this database's own numbers, rq_provision) and the lookup made again: looking first
-    -- costs a push to existing partitions (nearly every push) one statement instead of the
-    -- calls and theirs.
-    FOR v_attempt IN 1..2 LOOP
+    -- pair not found is created and the lookup made again: first the pairs listed for this
+    -- push, with their listed ids (rq_provision_listed, 020_members.sql), then any still
+    -- missing, of this database's own numbers (rq_provision). Looking first costs a push to
+    -- existing partitions (nearly every push) one statement instead of the calls and theirs.
+    FOR v_attempt IN 1..3 LOOP
         SELECT array_agg(p.id ORDER BY g.ord), array_agg(q.dedup_window_seconds ORDER BY g.ord),
                array_agg(coalesce(q.encryption_enabled, false) ORDER BY g.ord), bool_or(q.max_size > 0)
         INTO v_group_pids, v_group_windows, v_group_sealed, v_size_limited
@@ -114,14 +114,14 @@ BEGIN
         JOIN rq_queues q ON q.name = g.qname
         JOIN rq_partitions p ON p.queue_id = q.id AND p.name = g.pname;
         EXIT WHEN coalesce(cardinality(v_group_pids), 0) = cardinality(p_queue);
-        IF v_attempt = 2 THEN
+        IF v_attempt = 3 THEN
             -- the idle cleanup deleted a partition rq_provision had found or created: retry whole
             RAISE EXCEPTION 'a partition of this push was deleted meanwhile' USING ERRCODE = '40001';
-        END IF;
-        IF p_listed_ids IS NOT NULL THEN
+        ELSIF v_attempt = 1 AND p_listed_ids IS NOT NULL THEN
             PERFORM rq_provision_listed(p_queue, p_partition, p_listed_ids);
+        ELSE
+            PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
         END IF;
-        PERFORM rq_provision(p_queue, p_partition, p_new_queue_options);
     END LOOP;
     SELECT array_agg(v_group_pids[t.g] ORDER BY t.ord), array_agg(v_group_windows[t.g] ORDER BY t.ord)
     INTO v_pids, v_windows
