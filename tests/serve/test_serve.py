@@ -170,7 +170,7 @@ async def test_schema_applies_concurrently_and_idempotently(fresh_database):
         # signature returning something else; an upgrade must replace both
         await conn.execute("CREATE FUNCTION rq_push(text[], text[], text[], uuid[], bytea[], jsonb, bool) "
                            "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
-        current = "rq_push(text[], text[], int[], text[], text[], uuid[], bytea[], jsonb, bool)"
+        current = "rq_push(text[], text[], int[], text[], text[], uuid[], bytea[], jsonb, bool, uuid[])"
         await conn.execute(f"DROP FUNCTION {current}")
         await conn.execute(f"CREATE FUNCTION {current} "
                            "RETURNS TABLE (x int) LANGUAGE sql AS 'SELECT 1'")
