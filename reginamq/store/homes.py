@@ -2,9 +2,10 @@
 process knows it (docs/shards.md, "Placement and the directory").
 
 A partition id tells its home by itself (:func:`~reginamq.store.members.home_of`). A name's home
-(the member its listed id tells) is read from the directory on the catalog once and kept. A name
-the directory does not list yet is given a home and an id here, before anything is written under
-it:
+(the member its listed id tells) is read from the directory on the catalog once and kept. A push
+naming a name this process does not keep claims it at once, which answers the listed id of a
+name listed already; a name the directory does not list yet is so given a home and an id before
+anything is written under it:
 
 1. it is placed (:func:`~reginamq.store.members.place`) and given an id of its home's numbers,
    which the process takes from the home in blocks;
@@ -20,8 +21,9 @@ transaction, so that all members hold the same queues or none does, each with th
 catalog gave it.
 
 If a partition listed here is later deleted on its home (the idle cleanup), or was never
-created there, a push creates it from the home's own numbers: its id differs from the listed one
-but tells the same home, which is all the listing is used for.
+created there, a push creates it again: with the listed id when its process claims the name,
+otherwise of the home's own numbers, an id that differs from the listed one but tells the same
+home, which is all the listing is used for.
 """
 
 from __future__ import annotations
@@ -147,17 +149,29 @@ class Homes:
                 for answer in answers.values() for position, partition_id in answer}
 
     async def provide(self, names: list[Name], new_queue_options: str) -> tuple[list[int], dict[Name, uuid.UUID]]:
-        """The home of each of ``names``, in order, listing the ones that are new (creating
-        their new queues with ``new_queue_options``, JSON, on every member) first; and the
-        listed id of each name listed now, for the push to create the partition with."""
-        listed = await self.listed(names)
-        new = [name for name in dict.fromkeys(names) if name not in listed]
+        """The home of each of ``names``, in order; and the listed id of each name this process
+        did not keep, for the push to create the partition with where it does not exist yet.
+
+        A name not kept is claimed at once (its new queue created first, with
+        ``new_queue_options``, JSON, on every member): the claim lists a new name and answers the
+        listed id of one listed already, so a new partition costs the catalog one call, not a
+        look-up and then a claim. When that cannot be done (the catalog or a member out of
+        reach, a member added meanwhile), the names listed or held elsewhere are found as
+        :meth:`listed` finds them, and a name left without a home raises the error."""
+        found = {name: self._kept(name) for name in names}
+        missing = [name for name, home in found.items() if home is None]
         fresh: dict[Name, uuid.UUID] = {}
-        if new:
-            await self._create_queues(sorted({queue for queue, _ in new}), new_queue_options)
-            fresh = await self._list(new)
-            listed.update((name, self.of_id(partition_id)) for name, partition_id in fresh.items())
-        return [listed[name] for name in names], fresh
+        if missing:
+            try:
+                await self._create_queues(sorted({queue for queue, _ in missing}), new_queue_options)
+                fresh = await self._list(missing)
+            except Unavailable:
+                found.update(await self.listed(missing))
+                if any(home is None for home in found.values()):
+                    raise
+            else:
+                found.update((name, self.of_id(partition_id)) for name, partition_id in fresh.items())
+        return [found[name] for name in names], fresh
 
     def forget_names(self, names: list[Name]) -> None:
         """What is kept of ``names`` is stale (they moved to another member)."""

@@ -7,7 +7,7 @@ or lease; a member that is down fails only the pushes and pops that reach it."""
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 
 import orjson
@@ -201,3 +201,31 @@ async def test_a_new_partition_is_created_by_the_push_that_names_it_or_not_at_al
         assert held == [{}, {}, {}], "the rolled-back push left no partition behind"
         _lease, delivered, _ = await pop(messages, "small", "p1")
         assert [txid for _, _, txid in delivered] == ["a"]
+
+
+async def test_a_name_not_kept_costs_the_catalog_one_claim_and_no_look_up(database_url):
+    """A push naming a partition its process does not keep claims the name at once: a new name
+    is listed, a name listed already (by another broker) answers its listed id, and either way
+    the catalog is called once, with no look-up before the claim."""
+    async with sharded(database_url) as (deployment, store):
+        assert await push(store.messages, [("named", "p1", "a")]) == {}
+        other = ShardedStore([member.database for member in deployment.members])  # another broker: nothing kept
+        await other.join(deployment)
+        directory = other.homes.stores[0].directory
+        calls: Counter = Counter()
+
+        def counting(name, method):
+            def counted(*args):
+                calls[name] += 1
+                return method(*args)
+            return counted
+
+        for name in ("claim", "lookup"):
+            setattr(directory, name, counting(name, getattr(directory, name)))
+
+        assert await push(other.messages, [("named", "p1", "b"), ("named", "p2", "c")]) == {}
+        assert calls == Counter(claim=1), "one claim for the listed name and the new one, no look-up"
+        held = [await partitions_on(member.database, "named") for member in deployment.members]
+        assert sorted(name for names in held for name in names) == ["p1", "p2"], "each created once"
+        _lease, delivered, _ = await pop(other.messages, "named", "p1")
+        assert [txid for _, _, txid in delivered] == ["a", "b"]
