@@ -14,7 +14,6 @@ Columns of names and UUIDs travel joined into one string each and are split in S
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 
@@ -30,7 +29,8 @@ from reginamq.store.notices import CHANNEL, notify_with_commit, send_after_commi
 log = logging.getLogger("reginamq.store")
 
 PUSH_SQL = ("SELECT item, original_id::text, notice FROM rq_push($1, $2, string_to_array($3, ',')::int[], "
-            f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9, $10::uuid[])")
+            f"{split_names('$4')}, {split_optional_names('$5')}, {split_uuids('$6')}, $7, $8::jsonb, $9, "
+            f"{split_uuids('$10')})")
 QUEUE_FULL = "RQ409"  # raised by rq_push: the push would take queues past their maxSize
 UNSEALED = "RQ428"  # raised by rq_push: a plaintext fragment for an encrypted queue
 MOVED = "RQ410"  # raised by rq_push: a partition moved to another member database (021_moves.sql)
@@ -102,7 +102,7 @@ class Messages(Family):
     async def push(self, queues: list[str], partitions: list[str], pairs: list[int], txids: list[str],
                    message_ids: list[str], fragments: list[bytes], new_queue_options: str,
                    enforce_max_size: bool, announce: bool = True,
-                   listed_ids: list[uuid.UUID | None] | None = None) -> list[Row]:
+                   listed_ids: list[str | None] | None = None) -> list[Row]:
         """Appends one message per fragment, all or none, and announces the partitions written
         (on the pool, unless ``announce`` is off: the caller announces the notice rows).
 
@@ -117,7 +117,8 @@ class Messages(Family):
         maxSize, unless ``enforce_max_size`` is off, and :class:`Unsealed` for a plaintext
         fragment bound for an encrypted queue."""
         arguments = (queues, partitions, ",".join(map(str, pairs)), join_names(txids), join_buckets(txids),
-                     join_uuids(message_ids), fragments, new_queue_options, enforce_max_size, listed_ids)
+                     join_uuids(message_ids), fragments, new_queue_options, enforce_max_size,
+                     None if listed_ids is None else join_uuids(listed_ids))
         if isinstance(self._db, Database):
             async def push_and_announce(conn: Connection) -> list[Row]:
                 rows = await _push(conn, arguments, retry=True)

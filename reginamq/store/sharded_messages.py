@@ -130,7 +130,8 @@ class ShardedMessages:
         """The part of a push that ``home`` holds (``arguments``: its txids, message ids,
         fragments, new queue options and whether maxSize is enforced); the partitions of names
         ``listed`` for this push are created there with their listed ids."""
-        listed_ids = [listed.get(pair) for pair in zip(queues, partitions, strict=True)] if listed else None
+        listed_ids = ([None if (listed_id := listed.get(pair)) is None else str(listed_id)
+                       for pair in zip(queues, partitions, strict=True)] if listed else None)
         try:
             return await (await self._members.store(home)).messages.push(queues, partitions, pairs, *arguments,
                                                                           announce, listed_ids)

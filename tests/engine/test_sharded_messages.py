@@ -188,11 +188,9 @@ async def test_a_new_partition_is_created_by_the_push_that_names_it_or_not_at_al
         assert [ordinal for ordinal, names in enumerate(held) if names] == [home]
         assert store.homes.of_id(held[home]["p1"]) == home
 
-        def in_a_transaction(unit):
-            async def work():
-                await push(unit.messages, [("roomy", "p2", "c")])
-                raise RuntimeError("the transaction rolls back")
-            return work()
+        async def in_a_transaction(unit):
+            await push(unit.messages, [("roomy", "p2", "c")])
+            raise RuntimeError("the transaction rolls back")
 
         with pytest.raises(RuntimeError):
             await store.atomically(in_a_transaction)
